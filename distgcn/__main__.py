@@ -1,0 +1,7 @@
+"""``python -m distgcn`` is the ``distgcn`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

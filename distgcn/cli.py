@@ -1,0 +1,107 @@
+"""The ``distgcn`` command line: ``train`` (and the partitioning commands).
+
+Bad input ends the run with one line on stderr and exit status 2; an
+unexpected failure on any rank prints a traceback naming the rank and aborts
+the whole MPI job, so no rank is left waiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .errors import InputError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _non_negative_float(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
+    return value
+
+
+def add_graph_options(parser: argparse.ArgumentParser) -> None:
+    """Options that say how to read a graph (shared by train and partition)."""
+    parser.add_argument("--symmetrize", action="store_true",
+                        help="make a directed graph undirected (A ∪ Aᵀ) before adding self loops")
+    parser.add_argument("--features", type=_positive_int, metavar="F",
+                        help="random feature width for an unlabelled graph (with --classes)")
+    parser.add_argument("--classes", type=_positive_int, metavar="C",
+                        help="random label count for an unlabelled graph (with --features)")
+    parser.add_argument("--feature-norm", choices=["row", "none"], default="row",
+                        help="scale feature rows to unit L1 norm, as Kipf & Welling (default: row)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="distgcn", description="Distributed full-graph GCN training.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser("train", help="train a GCN on P ranks (launch with mpiexec -n P)",
+                                description="Train a GCN; each rank holds only its rows of Â, H and G.")
+    train.add_argument("partition_dir", nargs="?", metavar="DIR",
+                       help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
+    train.add_argument("--graph", metavar="GRAPH",
+                       help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
+    train.add_argument("--partition", default="random", metavar="MODEL",
+                       help="partition model for --graph: random, contiguous, graph, hypergraph (default: random)")
+    add_graph_options(train)
+    train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
+    train.add_argument("--hidden", type=_positive_int, default=16, help="hidden width (default: 16)")
+    train.add_argument("--epochs", type=_positive_int, default=200, help="epochs (default: 200)")
+    train.add_argument("--lr", type=_non_negative_float, default=0.01, help="learning rate (default: 0.01)")
+    train.add_argument("--dropout", type=_probability, default=0.5, help="dropout probability (default: 0.5)")
+    train.add_argument("--weight-decay", type=_non_negative_float, default=5e-4,
+                       help="L2 weight decay (default: 5e-4)")
+    train.add_argument("--optimizer", choices=["adam", "sgd"], default="adam", help="(default: adam)")
+    train.add_argument("--seed", type=int, default=0,
+                       help="seed of the weights, dropout, random partition and random features (default: 0)")
+    train.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="(default: float32)")
+    train.add_argument("--threads", type=_positive_int,
+                       help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
+                            "Slurm, else the node's cores divided by the ranks on the node")
+    train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
+    train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines; only the summary")
+    train.set_defaults(handler=_run_train)
+    return parser
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from .train_command import run_train
+
+    return run_train(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as exc:
+        print(f"distgcn: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Turning edge arrays into the canonical adjacency every loader returns.
+
+One place decides the conventions: an edge ``u -> v`` gives ``adj[v, u] = 1``
+(v aggregates from u), self loops are dropped (normalization adds them back),
+duplicates are merged, values are 1.0 float64, and the CSR has sorted indices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.errors import InputError
+
+MAX_VERTICES = 2**31 - 1
+"""Row * n + col must fit in int64, and index arrays in int32 where possible."""
+
+
+def remap_ids(*id_arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Map arbitrary integer ids to 0..n-1 in increasing order of id.
+
+    Returns the sorted distinct ids (``vertex_ids``) and each input array
+    rewritten to positions. Ids already equal to 0..n-1 are kept as they are.
+    """
+    everything = np.concatenate([np.asarray(a, dtype=np.int64) for a in id_arrays])
+    vertex_ids = np.unique(everything)
+    n = len(vertex_ids)
+    if n == 0 or (vertex_ids[0] == 0 and vertex_ids[-1] == n - 1):
+        return vertex_ids, [np.asarray(a, dtype=np.int64) for a in id_arrays]
+    return vertex_ids, [np.searchsorted(vertex_ids, a) for a in id_arrays]
+
+
+def edges_to_adjacency(
+    src: np.ndarray, dst: np.ndarray, n: int, *, symmetrize: bool = False
+) -> sp.csr_matrix:
+    """CSR with ``adj[dst[k], src[k]] = 1`` for every edge, plus the reverse edges when ``symmetrize``.
+
+    ``src`` and ``dst`` must already hold positions in 0..n-1.
+    """
+    if n > MAX_VERTICES:
+        raise InputError(f"graph has {n} vertices; at most {MAX_VERTICES} are supported")
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    if symmetrize:
+        src, dst = np.concatenate((src, dst)), np.concatenate((dst, src))
+    keys = np.unique(dst * n + src)
+    rows = keys // n
+    cols = keys - rows * n
+    index_dtype = np.int32 if len(keys) <= MAX_VERTICES else np.int64
+    indptr = np.zeros(n + 1, dtype=index_dtype)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return canonical_csr(np.ones(len(keys)), cols.astype(index_dtype), indptr, n)
+
+
+def canonical_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: int) -> sp.csr_matrix:
+    """Wrap arrays that are already sorted and duplicate-free, without scipy re-checking them."""
+    adj = sp.csr_matrix((data, indices, indptr), shape=(n, n), copy=False)
+    adj.has_sorted_indices = True
+    adj.has_canonical_format = True
+    return adj
+
+
+def canonicalize(adj: sp.spmatrix, *, symmetrize: bool = False) -> sp.csr_matrix:
+    """Any square sparse matrix, as the canonical adjacency of its nonzero pattern."""
+    coo = sp.coo_matrix(adj)
+    # A stored entry (row r, column c) is an edge c -> r in the adj[v, u] convention.
+    return edges_to_adjacency(coo.col, coo.row, coo.shape[0], symmetrize=symmetrize)
+
+
+def require_edges(adj: sp.csr_matrix, where: str | Path) -> None:
+    """Reject graphs without vertices or edges: nothing to partition or aggregate."""
+    if adj.shape[0] == 0:
+        raise InputError("graph has no vertices", path=where)
+    if adj.nnz == 0:
+        raise InputError("graph has no edges (after dropping self loops)", path=where)

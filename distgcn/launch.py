@@ -1,0 +1,87 @@
+"""Process setup for a run: the transport, compute threads, and agreeing on failures.
+
+A rank that hits bad input must not leave the others waiting in a
+collective: :func:`agree` turns a per-rank outcome into a decision that every
+rank reaches together, and anything unexpected aborts the whole job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from .errors import InputError
+from .transport import MPITransport
+
+T = TypeVar("T")
+
+
+class CollectiveInputError(Exception):
+    """Some rank hit an InputError; every rank raises this together (exit status 2)."""
+
+    def __init__(self, message: str, printed_here: bool):
+        super().__init__(message)
+        self.printed_here = printed_here
+
+
+def mpi_transport() -> MPITransport:
+    return MPITransport()
+
+
+def ranks_on_this_node(transport: MPITransport) -> int:
+    from mpi4py import MPI
+
+    node = transport.comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+def default_threads(ranks_per_node: int) -> int:
+    """Slurm's cpus-per-task when launched by srun, else this node's cores shared among its ranks."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    if slurm and slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, ranks_per_node))
+
+
+def set_threads(threads: int) -> None:
+    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use."""
+    torch.set_num_threads(threads)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
+def agree(transport: MPITransport, step: Callable[[], T]) -> T:
+    """Run ``step`` on every rank; if any rank raises InputError, all raise CollectiveInputError."""
+    error: str | None = None
+    result = None
+    try:
+        result = step()
+    except InputError as exc:
+        error = str(exc)
+    errors = transport.comm.allgather(error)
+    failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
+    if failed:
+        first_rank, message = failed[0]
+        if transport.size > 1:
+            message = f"rank {first_rank}: {message}"
+        raise CollectiveInputError(message, printed_here=transport.rank == first_rank)
+    return result  # type: ignore[return-value]
+
+
+def abort_on_unexpected(transport: MPITransport, exc: BaseException) -> None:
+    """Print the error naming this rank, then take the whole job down (no rank may hang)."""
+    sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
+    traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.flush()
+    if transport.size > 1:
+        transport.comm.Abort(1)
+    raise SystemExit(1)

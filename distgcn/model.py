@@ -1,0 +1,59 @@
+"""The GCN model: ordinary torch modules over a pluggable aggregation Â·H."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from .dropout import dropout_key, keyed_dropout
+
+Aggregate = Callable[[torch.Tensor], torch.Tensor]
+
+
+def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    """Glorot-uniform weights for each layer, drawn in layer order from one seeded generator.
+
+    Every rank calls this with the same seed and gets identical weights, which
+    is how ranks (and the single-process reference) start in agreement.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    weights = []
+    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        w = (torch.rand((fan_in, fan_out), generator=generator, dtype=torch.float64) * 2.0 - 1.0) * bound
+        weights.append(w.to(dtype))
+    return weights
+
+
+class GCN(nn.Module):
+    """H^{l+1} = σ(Â · dropout(H^l) · W^l + b^l); σ = ReLU except on the last layer (logits)."""
+
+    def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        if len(widths) < 3:
+            raise ValueError("a GCN needs at least 2 layers (widths: input, hidden..., classes)")
+        self.widths = list(widths)
+        self.dropout = dropout
+        self.seed = seed
+        self.weights = nn.ParameterList(nn.Parameter(w) for w in glorot_weights(widths, seed, dtype))
+        self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
+
+    def forward(self, x: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray, epoch: int) -> torch.Tensor:
+        h = x
+        last = len(self.weights) - 1
+        for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            if self.training:
+                h = keyed_dropout(h, row_ids, self.dropout, dropout_key(self.seed, epoch, layer))
+            # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
+            if weight.shape[1] < weight.shape[0]:
+                h = aggregate(h @ weight)
+            else:
+                h = aggregate(h) @ weight
+            h = h + bias
+            if layer != last:
+                h = torch.relu(h)
+        return h

@@ -1,0 +1,152 @@
+"""Full-batch distributed training of a GCN on one rank's shard.
+
+Every rank runs this same loop on its own rows. The loss is the sum of
+per-vertex cross-entropies over the rank's training rows divided by the
+*global* number of training vertices, so the sum of the ranks' weight
+gradients (the allreduce) is exactly the single-process gradient.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .counters import CommCounters
+from .gradsync import GradientSync
+from .halo import HaloExchanger, HaloPlan
+from .model import GCN
+from .shard import Shard
+from .spmm import DistributedAdjacency, spmm
+from .transport import Transport
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass
+class TrainConfig:
+    layers: int = 2
+    hidden: int = 16
+    epochs: int = 200
+    lr: float = 0.01
+    dropout: float = 0.5
+    weight_decay: float = 5e-4
+    optimizer: str = "adam"
+    seed: int = 0
+    dtype: str = "float32"
+
+    def widths(self, num_features: int, num_classes: int) -> list[int]:
+        return [num_features] + [self.hidden] * (self.layers - 1) + [num_classes]
+
+
+def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+    raise ValueError(f"unknown optimizer {config.optimizer!r} (expected adam or sgd)")
+
+
+class Trainer:
+    """Owns the model, the distributed Â and the optimizer of one rank."""
+
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig):
+        self.shard = shard
+        self.transport = transport
+        self.config = config
+        dtype = DTYPES[config.dtype]
+        self.counters = CommCounters()
+        plan = HaloPlan.from_shard(shard)
+        total_sent = transport.allreduce([plan.rows_sent])[0]
+        exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0)
+        self.adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, dtype)
+        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(dtype)
+        self.labels = torch.from_numpy(shard.labels.astype(np.int64))
+        self.masks = {
+            name: torch.from_numpy(np.asarray(mask, dtype=bool))
+            for name, mask in (("train", shard.train_mask), ("val", shard.val_mask), ("test", shard.test_mask))
+        }
+        counts = transport.allreduce([int(m.sum()) for m in self.masks.values()])
+        self.global_counts = dict(zip(self.masks, (int(c) for c in counts)))
+        if self.global_counts["train"] == 0:
+            raise ValueError("no training vertices in the graph")
+        num_features = int(transport.allreduce([self.features.shape[1]], op="max")[0])
+        self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed, dtype)
+        self.optimizer = make_optimizer(self.model.parameters(), config)
+        self.grad_sync = GradientSync(self.model, transport, self.counters)
+
+    def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
+        return spmm(self.adjacency, h)
+
+    def _forward(self, epoch: int) -> torch.Tensor:
+        return self.model(self.features, self._aggregate, self.shard.global_ids, epoch)
+
+    def train_epoch(self, epoch: int) -> float:
+        """One optimizer step; returns this rank's share of the global mean loss."""
+        self.model.train()
+        self.optimizer.zero_grad()
+        logits = self._forward(epoch)
+        mask = self.masks["train"]
+        loss = F.cross_entropy(logits[mask], self.labels[mask], reduction="sum") / self.global_counts["train"]
+        loss.backward()
+        self.grad_sync.wait()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    @torch.no_grad()
+    def correct_counts(self, epoch: int) -> list[int]:
+        """Correct predictions on this rank's train, val and test rows (dropout off)."""
+        self.model.eval()
+        predicted = self._forward(epoch).argmax(dim=1)
+        hits = predicted == self.labels
+        return [int(hits[m].sum()) for m in self.masks.values()]
+
+    def epochs(self) -> Iterator[dict]:
+        """Train, yielding one metrics record per epoch (identical on every rank)."""
+        for epoch in range(1, self.config.epochs + 1):
+            self.counters.reset()
+            start = time.perf_counter()
+            loss_share = self.train_epoch(epoch)
+            correct = self.correct_counts(epoch)
+            epoch_s = time.perf_counter() - start
+            yield self._reduce_metrics(epoch, loss_share, correct, epoch_s)
+
+    def _reduce_metrics(self, epoch: int, loss_share: float, correct: list[int], epoch_s: float) -> dict:
+        c = self.counters
+        sums = self.transport.allreduce(
+            [loss_share, *correct, c.halo_rows, c.halo_bytes, c.messages]
+        )
+        maxima = self.transport.allreduce(
+            [epoch_s, epoch_s - c.comm_wait_s - c.allreduce_s, c.comm_wait_s, c.allreduce_s, c.halo_rows,
+             c.spmm_exchanges]
+        )
+        loss, n_train, n_val, n_test, halo_rows, halo_bytes, messages = sums
+        counts = self.global_counts
+
+        def accuracy(hits: float, name: str) -> float:
+            return hits / counts[name] if counts[name] else float("nan")
+
+        return {
+            "epoch": epoch,
+            "loss": loss,
+            "train_acc": accuracy(n_train, "train"),
+            "val_acc": accuracy(n_val, "val"),
+            "test_acc": accuracy(n_test, "test"),
+            "epoch_s": maxima[0],
+            "compute_s": maxima[1],
+            "comm_wait_s": maxima[2],
+            "allreduce_s": maxima[3],
+            "halo_rows": int(halo_rows),
+            "halo_bytes": int(halo_bytes),
+            "messages": int(messages),
+            "max_rank_halo_rows": int(maxima[4]),
+            "spmm_exchanges": int(maxima[5]),
+        }
+
+    def weights(self) -> list[np.ndarray]:
+        """Current parameters (identical on every rank), weights then biases."""
+        return [p.detach().numpy().copy() for p in self.model.parameters()]

@@ -1,0 +1,74 @@
+"""Transport over MPI (mpi4py): non-blocking point-to-point and Iallreduce on CPU tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+_HALO_TAG = 17
+_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+def _buffer(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy view sharing memory with a contiguous CPU tensor (no copy)."""
+    if not tensor.is_contiguous():
+        raise ValueError("MPI buffers must be contiguous")
+    return tensor.detach().numpy()
+
+
+class _MPIExchange:
+    def __init__(self, recv_requests: list[MPI.Request], send_requests: list[MPI.Request]):
+        self._recv = recv_requests
+        self._send = send_requests
+
+    def completed_receives(self) -> Iterator[int]:
+        remaining = len(self._recv)
+        while remaining:
+            index = MPI.Request.Waitany(self._recv)
+            remaining -= 1
+            yield index
+
+    def wait_sends(self) -> None:
+        MPI.Request.Waitall(self._send)
+
+
+class _MPIReduction:
+    def __init__(self, request: MPI.Request):
+        self._request = request
+
+    def wait(self) -> None:
+        self._request.Wait()
+
+
+class MPITransport:
+    """Point-to-point and collectives on an MPI communicator (COMM_WORLD by default)."""
+
+    def __init__(self, comm: MPI.Comm | None = None):
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+
+    def exchange(
+        self, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]]
+    ) -> _MPIExchange:
+        recv_requests = [self.comm.Irecv(_buffer(buf), source=peer, tag=_HALO_TAG) for peer, buf in recvs]
+        send_requests = [self.comm.Isend(_buffer(buf), dest=peer, tag=_HALO_TAG) for peer, buf in sends]
+        return _MPIExchange(recv_requests, send_requests)
+
+    def allreduce_sum_async(self, tensor: torch.Tensor) -> _MPIReduction:
+        return _MPIReduction(self.comm.Iallreduce(MPI.IN_PLACE, _buffer(tensor), op=MPI.SUM))
+
+    def allreduce(self, values: Sequence[float], op: str = "sum") -> list[float]:
+        buf = np.asarray(values, dtype=np.float64)
+        out = np.empty_like(buf)
+        self.comm.Allreduce(buf, out, op=_OPS[op])
+        return out.tolist()
+
+    def broadcast_object(self, obj: object, root: int = 0) -> object:
+        return self.comm.bcast(obj, root=root)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()

@@ -1,0 +1,50 @@
+"""Single-process GCN in plain PyTorch: the oracle that distributed training must equal.
+
+Deliberately independent of the runtime's SpMM, halo exchange, shards and
+trainer: a whole-graph sparse Â, a full-batch loop. It shares only the seeded
+weight initialization and the keyed dropout mask, which define *which* model
+is trained, not how.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from distgcn.dropout import dropout_key, keyed_dropout
+from distgcn.model import glorot_weights
+
+
+def reference_train(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarray, train_mask: np.ndarray,
+                    *, layers: int = 2, hidden: int = 16, epochs: int = 10, lr: float = 0.01,
+                    dropout: float = 0.5, weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0,
+                    dtype: torch.dtype = torch.float64) -> tuple[list[float], list[np.ndarray]]:
+    """Train on the whole graph; return the loss of every epoch and the final parameters."""
+    coo = a_hat.tocoo()
+    adj = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, size=a_hat.shape).to(dtype)
+    x = torch.from_numpy(features).to(dtype)
+    y = torch.from_numpy(labels.astype(np.int64))
+    mask = torch.from_numpy(train_mask.astype(bool))
+    widths = [features.shape[1]] + [hidden] * (layers - 1) + [int(labels.max()) + 1]
+    weights = [w.clone().requires_grad_(True) for w in glorot_weights(widths, seed, dtype)]
+    biases = [torch.zeros(w, dtype=dtype, requires_grad=True) for w in widths[1:]]
+    params = weights + biases
+    opt = (torch.optim.Adam(params, lr=lr, weight_decay=weight_decay) if optimizer == "adam"
+           else torch.optim.SGD(params, lr=lr, weight_decay=weight_decay))
+    row_ids = np.arange(a_hat.shape[0])
+    losses = []
+    for epoch in range(1, epochs + 1):
+        opt.zero_grad()
+        h = x
+        for layer in range(layers):
+            h = keyed_dropout(h, row_ids, dropout, dropout_key(seed, epoch, layer))
+            h = torch.sparse.mm(adj, h) @ weights[layer] + biases[layer]
+            if layer < layers - 1:
+                h = torch.relu(h)
+        loss = F.cross_entropy(h[mask], y[mask])
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses, [p.detach().numpy().copy() for p in params]
