@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .counters import CommCounters
+from .faults import maybe_fail
 from .gradsync import GradientSync
 from .halo import HaloExchanger, HaloPlan
 from .model import GCN
@@ -92,6 +93,7 @@ class Trainer:
         logits = self._forward(epoch)
         mask = self.masks["train"]
         loss = F.cross_entropy(logits[mask], self.labels[mask], reduction="sum") / self.global_counts["train"]
+        maybe_fail(self.transport.rank, epoch)
         loss.backward()
         self.grad_sync.wait()
         self.optimizer.step()
@@ -122,7 +124,8 @@ class Trainer:
         )
         maxima = self.transport.allreduce(
             [epoch_s, epoch_s - c.comm_wait_s - c.allreduce_s, c.comm_wait_s, c.allreduce_s, c.halo_rows,
-             c.spmm_exchanges]
+             c.spmm_exchanges],
+            op="max",
         )
         loss, n_train, n_val, n_test, halo_rows, halo_bytes, messages = sums
         counts = self.global_counts

@@ -1,0 +1,43 @@
+"""Shared test helpers: where the datasets are, and running the CLI under a real mpiexec."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+
+
+def dataset(*parts: str) -> Path:
+    """Path of a shared dataset, or skip the test with the reason."""
+    path = DATASETS.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not present: ../shared/datasets exists in CI, not in a fresh clone")
+    return path
+
+
+def mpiexec() -> str:
+    exe = shutil.which("mpiexec", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if exe is None:
+        pytest.fail("mpiexec not found: install an MPI (pip install 'distgcn[mpich]')")
+    return exe
+
+
+def run_distgcn(args: list[str], ranks: int = 1, timeout: float = 300, env: dict | None = None,
+                cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``distgcn ARGS`` on ``ranks`` MPI ranks (a real mpiexec for ranks > 1)."""
+    cmd = [sys.executable, "-m", "distgcn", *args]
+    if ranks > 1:
+        cmd = [mpiexec(), "-n", str(ranks), *cmd]
+    full_env = dict(os.environ)
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
