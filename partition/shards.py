@@ -16,6 +16,8 @@ import scipy.sparse as sp
 from distgcn.graph import Graph
 from distgcn.shard import Shard
 
+from .metrics import comm_pairs
+
 
 def partition_id(graph_fingerprint: str, parts: np.ndarray, nparts: int) -> str:
     """Ties every shard to one graph and one part vector."""
@@ -28,9 +30,9 @@ def partition_id(graph_fingerprint: str, parts: np.ndarray, nparts: int) -> str:
 def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str) -> Iterator[Shard]:
     """Yield the shard of each rank in rank order.
 
-    One pass over the nonzeros finds every (receiver, needed row) pair; each
-    rank's blocks and plan are then slices of sorted arrays, so the work is
-    O(nnz log nnz + n + P) whatever P is.
+    One pass over the nonzeros finds every (receiver, needed row) pair (the
+    same pairs the partition metrics count); each rank's blocks and plan are
+    then slices of sorted arrays, so the work is O(nnz log nnz + n + P).
     """
     n = a_hat.shape[0]
     parts = np.asarray(parts, dtype=np.int64)
@@ -41,26 +43,15 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     local_index = np.empty(n, dtype=np.int64)
     local_index[order] = np.arange(n, dtype=np.int64) - np.repeat(part_starts[:-1], part_sizes)
 
-    # Every distinct (receiver, column) with a remote owner: the halo rows.
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(a_hat.indptr))
-    cols = a_hat.indices.astype(np.int64)
-    receiver = parts[rows]
-    owner = parts[cols]
-    remote = receiver != owner
-    need = np.unique(receiver[remote] * n + cols[remote])
-    need_receiver = need // n
-    need_col = need % n
-    need_owner = parts[need_col]
-    # Receivers group halo rows by owner, then by global id.
-    by_receiver = np.lexsort((need_col, need_owner, need_receiver))
-    recv_col = need_col[by_receiver]
-    recv_owner = need_owner[by_receiver]
-    recv_bounds = np.searchsorted(need_receiver[by_receiver], np.arange(nparts + 1))
-    # Senders list the same pairs grouped by receiver, then by global id: the same order.
-    by_sender = np.lexsort((need_col, need_receiver, need_owner))
-    send_col = need_col[by_sender]
-    send_receiver = need_receiver[by_sender]
-    send_bounds = np.searchsorted(need_owner[by_sender], np.arange(nparts + 1))
+    # Every H row that crosses ranks, once per (row, receiver), sorted by (owner, receiver, row):
+    # the senders' order. Receivers group their halo rows by owner, then by global id.
+    send_col, send_receiver = comm_pairs(a_hat, parts)
+    send_owner = parts[send_col]
+    send_bounds = np.searchsorted(send_owner, np.arange(nparts + 1))
+    by_receiver = np.lexsort((send_col, send_owner, send_receiver))
+    recv_col = send_col[by_receiver]
+    recv_owner = send_owner[by_receiver]
+    recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
 
     labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
     features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
