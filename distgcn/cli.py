@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
     train.add_argument("--graph", metavar="GRAPH",
                        help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
-    train.add_argument("--partition", default="random", metavar="MODEL",
-                       help="partition model for --graph: random, contiguous, graph, hypergraph (default: random)")
+    train.add_argument("--partition", default="random", choices=["random", "contiguous", "graph", "hypergraph"],
+                       help="how rank 0 partitions --graph (default: random)")
     add_graph_options(train)
     train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
     train.add_argument("--hidden", type=_positive_int, default=16, help="hidden width (default: 16)")
@@ -84,6 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines; only the summary")
     train.set_defaults(handler=_run_train)
+
+    part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
+                               description="Partition GRAPH into P parts; write meta.json, parts.npy and "
+                                           "one shard per rank to DIR.")
+    part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
+    part.add_argument("--parts", type=_positive_int, required=True, metavar="P", help="number of ranks")
+    part.add_argument("--model", required=True,
+                      choices=["random", "contiguous", "graph", "hypergraph", "stochastic", "external"],
+                      help="partition model")
+    part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
+    part.add_argument("--partitioner", choices=["kahypar", "mtkahypar", "metis"],
+                      help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")
+    part.add_argument("--preset", help="partitioner preset (mtkahypar: default, quality, highest_quality, "
+                                       "deterministic; kahypar: fast, quality)")
+    part.add_argument("--epsilon", type=_non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
+    part.add_argument("--seed", type=int, default=0,
+                      help="seed of the partitioner and of random features (default: 0)")
+    add_graph_options(part)
+    part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    part.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    part.set_defaults(handler=_run_partition)
+
+    stats = commands.add_parser("stats", help="communication metrics of a partition directory")
+    stats.add_argument("partition_dir", metavar="DIR")
+    stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats.set_defaults(handler=lambda args: _run_stats(args))
     return parser
 
 
@@ -91,6 +118,30 @@ def _run_train(args: argparse.Namespace) -> int:
     from .train_command import run_train
 
     return run_train(args)
+
+
+def _run_partition(args: argparse.Namespace) -> int:
+    from partition.precompute import write_partition
+
+    from .prepare import GraphOptions
+
+    options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
+                           classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
+    write_partition(options, args.out, args.parts, args.model, epsilon=args.epsilon, seed=args.seed,
+                    partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
+                    force=args.force, quiet=args.quiet)
+    from partition.stats_command import print_stats
+
+    if not args.quiet:
+        print_stats(args.out, as_json=False)
+    return 0
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    from partition.stats_command import print_stats
+
+    print_stats(args.partition_dir, as_json=args.json)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

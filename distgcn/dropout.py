@@ -31,19 +31,24 @@ def dropout_key(seed: int, epoch: int, layer: int) -> int:
     return int(x)
 
 
-def keyed_uniform(row_ids: np.ndarray, width: int, key: int) -> np.ndarray:
-    """Uniform [0, 1) numbers for entries (row_ids[i], j), j < width, under ``key``."""
+def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
+    """Boolean [rows, width]: True where entry (row_ids[i], j) survives dropout with probability p.
+
+    One 64-bit hash per row and group of four columns gives four 16-bit
+    uniforms, so p is applied at a resolution of 2**-16.
+    """
+    groups = (width + 3) // 4
     rows = np.asarray(row_ids, dtype=np.uint64)[:, None]
-    cols = np.arange(width, dtype=np.uint64)[None, :]
+    cols = np.arange(groups, dtype=np.uint64)[None, :]
     with np.errstate(over="ignore"):
-        counter = rows * np.uint64(width) + cols + np.uint64(key) * _GOLDEN
-    bits = _mix(counter) >> np.uint64(11)
-    return bits.astype(np.float64) * (1.0 / (1 << 53))
+        counter = rows * np.uint64(groups) + cols + np.uint64(key) * _GOLDEN
+    lanes = _mix(counter).astype("<u8", copy=False).view("<u2")[:, :width]
+    return lanes >= np.uint16(min(65535, round(p * 65536)))
 
 
 def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
     """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask."""
     if p <= 0.0:
         return x
-    keep = torch.from_numpy(keyed_uniform(row_ids, x.shape[1], key) >= p)
-    return x * keep.to(x.dtype) * (1.0 / (1.0 - p))
+    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key))
+    return x * keep * (1.0 / (1.0 - p))

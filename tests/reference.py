@@ -23,7 +23,8 @@ def reference_train(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarr
                     dtype: torch.dtype = torch.float64) -> tuple[list[float], list[np.ndarray]]:
     """Train on the whole graph; return the loss of every epoch and the final parameters."""
     coo = a_hat.tocoo()
-    adj = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, size=a_hat.shape).to(dtype)
+    adj = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, size=a_hat.shape,
+                                  check_invariants=True).to(dtype)
     x = torch.from_numpy(features).to(dtype)
     y = torch.from_numpy(labels.astype(np.int64))
     mask = torch.from_numpy(train_mask.astype(bool))

@@ -123,6 +123,8 @@ def _fast_parse(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     token_start = ~space
     token_start[1:] &= space[:-1]
     starts = np.flatnonzero(token_start)
+    if starts.size == 0:
+        return np.zeros(0, dtype=np.int64), starts
     signs = np.flatnonzero((buf == ord("+")) | (buf == ord("-")))
     if signs.size:
         after = signs + 1
@@ -148,7 +150,3 @@ def _raise_first_bad_token(data: bytes, path: Path, ignored: np.ndarray, what: s
             if abs(int(token)) >= MAX_ID:
                 raise InputError(f"integer {shown(token)} is too large (limit 2**62)", path=path, line=index + 1)
 
-
-def first_line(lines: np.ndarray) -> int:
-    """1-based number of the first of some 0-based line indices (for messages)."""
-    return int(lines.min()) + 1
