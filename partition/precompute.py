@@ -16,6 +16,7 @@ existing directory is never overwritten unless asked.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import sys
@@ -62,6 +63,9 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
     try:
         np.save(staging / "parts.npy", parts.astype(np.int64))
         shards = []
