@@ -1,0 +1,230 @@
+"""Column-net hypergraph model of Â, partitioned with Mt-KaHyPar or KaHyPar.
+
+One vertex per row of Â (weight = nonzeros of the row), one net per column
+``j`` whose pins are the rows with a nonzero in column ``j`` (the diagonal
+included). With that model the connectivity-minus-one objective (km1) of a
+partition equals, exactly, the total number of H rows the SpMM ``Â H`` sends
+(Çatalyürek & Aykanat, 1999; the VLDB'23 paper, Section 4).
+
+The pins of net ``j`` are column ``j`` of the CSC form of Â, so the
+hypergraph is handed over as the CSC ``indptr``/``indices`` arrays of the
+nonzero pattern, with no other copy of the structure on the Python side.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from importlib import resources
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.errors import InputError
+
+__all__ = [
+    "MTKAHYPAR_PRESETS",
+    "KAHYPAR_PRESETS",
+    "DEFAULT_PARTITIONER",
+    "DEFAULT_PRESET",
+    "column_net",
+    "hypergraph_parts",
+    "default_threads",
+]
+
+DEFAULT_PARTITIONER = "mtkahypar"
+# See the report in benchmarks/partitioners.py / docs: "quality" is the best
+# time/quality trade-off measured on soc-Slashdot0902 (2 cores).
+DEFAULT_PRESET = {"mtkahypar": "quality", "kahypar": "fast"}
+
+MTKAHYPAR_PRESETS = {
+    "default": "DEFAULT",
+    "quality": "QUALITY",
+    "highest_quality": "HIGHEST_QUALITY",
+    "deterministic": "DETERMINISTIC",
+    "deterministic_quality": "DETERMINISTIC_QUALITY",
+    "large_k": "LARGE_K",
+}
+KAHYPAR_PRESETS = {
+    "fast": "kahypar_km1_fast.ini",
+    "quality": "kahypar_km1_quality.ini",
+}
+
+
+def default_threads() -> int:
+    """Cores this process may run on (all of them unless restricted by affinity)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def column_net(a_hat: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(net_indptr, pins, vertex_weights) of the column-net hypergraph of ``a_hat``.
+
+    ``net_indptr``/``pins`` are the CSC ``indptr``/``indices`` of the nonzero
+    pattern; ``vertex_weights[v]`` is the number of nonzeros of row ``v``
+    (at least 1, so that a row without nonzeros still counts as a vertex).
+    """
+    a = a_hat.tocsr()
+    n = a.shape[0]
+    if a.nnz and not np.all(a.data != 0):
+        a = a.copy()
+        a.eliminate_zeros()
+    # The pattern with 1-byte values: converting it to CSC costs ~5 bytes per
+    # nonzero instead of copying the float values too.
+    pattern = sp.csr_matrix((np.ones(a.nnz, dtype=np.int8), a.indices, a.indptr), shape=a.shape)
+    csc = pattern.tocsc()
+    csc.sort_indices()
+    weights = np.maximum(np.diff(a.indptr), 1).astype(np.int64)
+    assert csc.indptr.shape[0] == n + 1
+    return csc.indptr, csc.indices, weights
+
+
+def _check_args(a_hat: sp.spmatrix, nparts: int, epsilon: float) -> int:
+    if not sp.issparse(a_hat) or a_hat.ndim != 2 or a_hat.shape[0] != a_hat.shape[1]:
+        raise InputError("the normalized adjacency must be a square scipy sparse matrix")
+    n = int(a_hat.shape[0])
+    if int(nparts) != nparts or nparts < 1:
+        raise InputError(f"the number of parts must be an integer >= 1, got {nparts}")
+    if nparts > n:
+        raise InputError(f"cannot split {n} vertices into {nparts} non-empty parts (need nparts <= n)")
+    if not (epsilon > 0) or not np.isfinite(epsilon):
+        raise InputError(f"epsilon (allowed imbalance) must be > 0, got {epsilon}")
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Mt-KaHyPar
+# ---------------------------------------------------------------------------
+
+_MTK_LOCK = threading.Lock()
+_MTK = None  # the process-wide Initializer: mtkahypar.initialize() may run only once
+_MTK_THREADS = 0
+
+
+def _mtkahypar(threads: int | None):
+    """The process-wide Mt-KaHyPar initializer and the thread count it really uses.
+
+    Mt-KaHyPar sets up its TBB thread pool once per process; a later request
+    for another thread count cannot be honoured and gets the first one.
+    """
+    global _MTK, _MTK_THREADS
+    import mtkahypar
+
+    with _MTK_LOCK:
+        if _MTK is None:
+            nthreads = int(threads) if threads else default_threads()
+            _MTK = mtkahypar.initialize(nthreads, False)
+            _MTK_THREADS = nthreads
+        return _MTK, _MTK_THREADS
+
+
+def _nets_as_list(indptr: np.ndarray, pins: np.ndarray) -> list[np.ndarray]:
+    # Mt-KaHyPar's Python API takes one sequence per net; views into `pins`
+    # (no copy of the pins) are the cheapest form it accepts.
+    return np.split(pins, indptr[1:-1])
+
+
+def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads):
+    import mtkahypar
+
+    name = MTKAHYPAR_PRESETS.get(preset)
+    if name is None or not hasattr(mtkahypar.PresetType, name):
+        raise InputError(
+            f"unknown Mt-KaHyPar preset '{preset}': expected one of {', '.join(MTKAHYPAR_PRESETS)}")
+    mtk, nthreads = _mtkahypar(threads)
+    ctx = mtk.context_from_preset(getattr(mtkahypar.PresetType, name))
+    ctx.set_partitioning_parameters(int(nparts), float(epsilon), mtkahypar.Objective.KM1)
+    ctx.logging = False
+    mtkahypar.set_seed(int(seed))
+    n = weights.shape[0]
+    nets = _nets_as_list(indptr, pins)
+    hg = mtk.create_hypergraph(ctx, n, len(nets), nets, weights, np.ones(len(nets), dtype=np.int64))
+    del nets
+    phg = hg.partition(ctx)
+    parts = np.asarray(phg.get_partition(), dtype=np.int64)
+    info = {"threads": nthreads, "km1_reported": int(phg.km1()), "version": mtkahypar.__version__}
+    return parts, info
+
+
+# ---------------------------------------------------------------------------
+# KaHyPar
+# ---------------------------------------------------------------------------
+
+
+def _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset):
+    import kahypar
+
+    fname = KAHYPAR_PRESETS.get(preset)
+    if fname is None:
+        raise InputError(f"unknown KaHyPar preset '{preset}': expected one of {', '.join(KAHYPAR_PRESETS)}")
+    n = weights.shape[0]
+    num_nets = indptr.shape[0] - 1
+    # KaHyPar takes the index/pin vectors directly (copied once into C++ vectors).
+    hg = kahypar.Hypergraph(n, num_nets, indptr, pins, int(nparts),
+                            np.ones(num_nets, dtype=np.int64), weights)
+    ctx = kahypar.Context()
+    ref = resources.files("partition") / "presets" / fname
+    with resources.as_file(ref) as path:
+        ctx.loadINIconfiguration(str(path))
+    ctx.setK(int(nparts))
+    ctx.setEpsilon(float(epsilon))
+    ctx.setSeed(int(seed))
+    ctx.suppressOutput(True)
+    kahypar.partition(hg, ctx)
+    parts = np.fromiter((hg.blockID(v) for v in range(n)), dtype=np.int64, count=n)
+    info = {"threads": 1, "km1_reported": int(kahypar.connectivityMinusOne(hg)),
+            "version": getattr(kahypar, "__version__", "unknown"), "preset_file": fname}
+    return parts, info
+
+
+# ---------------------------------------------------------------------------
+# the model
+# ---------------------------------------------------------------------------
+
+
+def hypergraph_parts(
+    a_hat: sp.spmatrix,
+    nparts: int,
+    epsilon: float = 0.03,
+    seed: int = 0,
+    partitioner: str = DEFAULT_PARTITIONER,
+    preset: str | None = None,
+    *,
+    threads: int | None = None,
+    return_info: bool = False,
+):
+    """Partition the rows of ``a_hat`` minimising km1 of the column-net hypergraph.
+
+    ``epsilon`` bounds every part's weight (nonzeros of its rows) by
+    ``(1 + epsilon) * ceil(total / nparts)`` -- the guarantee both tools give.
+    ``partitioner`` is ``"mtkahypar"`` (presets: default, quality,
+    highest_quality, deterministic, deterministic_quality, large_k) or
+    ``"kahypar"`` (presets: fast, quality -- the ini files in
+    ``partition/presets``). ``threads`` applies to Mt-KaHyPar only (default:
+    all cores). Returns int64 part ids; with ``return_info`` also a dict.
+    """
+    n = _check_args(a_hat, nparts, epsilon)
+    partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
+    if partitioner not in DEFAULT_PRESET:
+        raise InputError(f"unknown hypergraph partitioner '{partitioner}': expected mtkahypar or kahypar")
+    preset = (preset or DEFAULT_PRESET[partitioner]).lower()
+    known = MTKAHYPAR_PRESETS if partitioner == "mtkahypar" else KAHYPAR_PRESETS
+    if preset not in known:
+        raise InputError(f"unknown {partitioner} preset '{preset}': expected one of {', '.join(known)}")
+    info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
+
+    if nparts == 1:
+        parts = np.zeros(n, dtype=np.int64)
+        info.update({"threads": 0, "km1_reported": 0})
+    else:
+        indptr, pins, weights = column_net(a_hat)
+        if partitioner == "mtkahypar":
+            parts, extra = _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads)
+        else:
+            parts, extra = _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset)
+        info.update(extra)
+        if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= nparts)):
+            raise RuntimeError(f"{partitioner} returned an invalid partition")
+    return (parts, info) if return_info else parts

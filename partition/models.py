@@ -1,0 +1,224 @@
+"""Partitioning models: which rank owns each row of Â (1D row partition).
+
+Every model returns an int64 array ``parts`` of length n with values in
+``[0, nparts)``; rank ``p`` owns rows ``{v : parts[v] == p}`` of Â and H.
+
+* ``random``      -- a seeded random permutation dealt round-robin (part sizes differ by <= 1);
+* ``contiguous``  -- balanced blocks of consecutive vertex ids;
+* ``graph``       -- METIS edge-cut partition of the symmetrised graph of Â;
+* ``hypergraph``  -- km1 partition of the column-net hypergraph of Â (exact volume model);
+* ``external``    -- a part file computed elsewhere.
+
+:func:`compute_parts` dispatches by name and returns the provenance for meta.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.errors import InputError
+
+from .external import external_parts
+from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts
+
+__all__ = [
+    "MODELS",
+    "random_parts",
+    "contiguous_parts",
+    "graph_parts",
+    "hypergraph_parts",
+    "external_parts",
+    "symmetric_graph",
+    "compute_parts",
+]
+
+MODELS = ("random", "contiguous", "graph", "hypergraph", "external", "stochastic")
+
+
+def _check_n_nparts(n: int, nparts: int) -> None:
+    if isinstance(nparts, bool) or int(nparts) != nparts:
+        raise InputError(f"the number of parts must be an integer, got {nparts!r}")
+    if nparts < 1:
+        raise InputError(f"the number of parts must be at least 1, got {nparts}")
+    if nparts > n:
+        raise InputError(f"cannot split {n} vertices into {nparts} non-empty parts (need nparts <= n)")
+
+
+def _check_matrix(a_hat) -> int:
+    if not sp.issparse(a_hat) or a_hat.ndim != 2 or a_hat.shape[0] != a_hat.shape[1]:
+        raise InputError("the normalized adjacency must be a square scipy sparse matrix")
+    return int(a_hat.shape[0])
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not (epsilon > 0) or not np.isfinite(epsilon):
+        raise InputError(f"epsilon (allowed imbalance) must be > 0, got {epsilon}")
+
+
+# ---------------------------------------------------------------------------
+# trivial models
+# ---------------------------------------------------------------------------
+
+
+def random_parts(n: int, nparts: int, seed: int = 0) -> np.ndarray:
+    """Random balanced partition: vertex ``perm[i]`` goes to part ``i % nparts``."""
+    _check_n_nparts(n, nparts)
+    perm = np.random.default_rng(seed).permutation(n)
+    parts = np.empty(n, dtype=np.int64)
+    parts[perm] = np.arange(n, dtype=np.int64) % nparts
+    return parts
+
+
+def contiguous_parts(n: int, nparts: int) -> np.ndarray:
+    """Vertex ``i`` goes to part ``floor(i * nparts / n)``: blocks whose sizes differ by <= 1."""
+    _check_n_nparts(n, nparts)
+    return (np.arange(n, dtype=np.int64) * nparts) // n
+
+
+# ---------------------------------------------------------------------------
+# graph model (METIS)
+# ---------------------------------------------------------------------------
+
+
+def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
+    """Pattern of A ∪ Aᵀ without self loops, int8 values, sorted indices."""
+    a = a_hat.tocsr()
+    n = a.shape[0]
+    if a.nnz and not np.all(a.data != 0):
+        a = a.copy()
+        a.eliminate_zeros()
+    pat = sp.csr_matrix((np.ones(a.nnz, dtype=np.int8), a.indices, a.indptr), shape=(n, n))
+    sym = (pat + pat.T).tocsr()
+    sym.setdiag(0)
+    sym.eliminate_zeros()
+    sym.data[:] = 1
+    sym.sort_indices()
+    return sym
+
+
+def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0) -> np.ndarray:
+    """METIS k-way edge-cut partition of the undirected graph of ``a_hat``.
+
+    Vertex weight = nonzeros of the row of Â (the work of the row in the SpMM),
+    unit edge costs; METIS' ``ufactor = int(1000 * epsilon)`` bounds every
+    part's weight by about ``(1 + epsilon)`` times the average.
+    """
+    n = _check_matrix(a_hat)
+    _check_n_nparts(n, nparts)
+    _check_epsilon(epsilon)
+    if nparts == 1:
+        return np.zeros(n, dtype=np.int64)
+    import pymetis
+
+    sym = symmetric_graph(a_hat)
+    idx = pymetis.zero_copy_dtype()
+    xadj = sym.indptr.astype(idx, copy=False)
+    adjncy = sym.indices.astype(idx, copy=False)
+    del sym
+    vweights = np.maximum(np.diff(a_hat.tocsr().indptr), 1).astype(idx)
+    ufactor = max(1, int(round(epsilon * 1000)))
+    options = pymetis.Options(seed=int(seed), ufactor=ufactor)
+    # k-way for every k: its ufactor is the documented bound on the final
+    # partition (recursive bisection applies it per bisection level).
+    _, membership = pymetis.part_graph(
+        int(nparts), pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
+        recursive=False, options=options)
+    parts = np.asarray(membership, dtype=np.int64)
+    if parts.shape != (n,):
+        raise RuntimeError("METIS returned a partition of the wrong length")
+    return parts
+
+
+# ---------------------------------------------------------------------------
+# dispatcher
+# ---------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def compute_parts(
+    model: str,
+    a_hat: sp.spmatrix,
+    nparts: int,
+    *,
+    epsilon: float = 0.03,
+    seed: int = 0,
+    partitioner: str | None = None,
+    preset: str | None = None,
+    parts_file: str | Path | None = None,
+    threads: int | None = None,
+) -> tuple[np.ndarray, dict]:
+    """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
+
+    ``info`` holds model, partitioner, preset, epsilon, seed, nparts,
+    partition_s (wall seconds of the partitioning call) and the versions of
+    the tools involved.
+    """
+    n = _check_matrix(a_hat)
+    model = (model or "").lower()
+    _check_n_nparts(n, nparts)
+    info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
+                  "partitioner": None, "preset": None}
+    versions = {"numpy": np.__version__, "scipy": _version("scipy")}
+
+    t0 = time.perf_counter()
+    if model == "random":
+        parts = random_parts(n, nparts, seed)
+        info.update(seed=int(seed), partitioner="numpy.random.default_rng")
+    elif model == "contiguous":
+        parts = contiguous_parts(n, nparts)
+    elif model == "graph":
+        if partitioner not in (None, "metis"):
+            raise InputError(f"the graph model uses METIS; partitioner '{partitioner}' is not available")
+        if preset is not None:
+            raise InputError("the graph model (METIS) has no presets")
+        parts = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed)
+        info.update(epsilon=float(epsilon), seed=int(seed), partitioner="metis", objective="cut",
+                    ufactor=max(1, int(round(epsilon * 1000))))
+        versions["pymetis"] = _version("pymetis")
+    elif model == "hypergraph":
+        _check_epsilon(epsilon)
+        partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
+        parts, extra = hypergraph_parts(a_hat, nparts, epsilon=epsilon, seed=seed,
+                                        partitioner=partitioner, preset=preset,
+                                        threads=threads, return_info=True)
+        info.update(epsilon=float(epsilon), seed=int(seed))
+        extra = dict(extra)
+        tool_version = extra.pop("version", None)
+        info.update(extra)
+        versions[partitioner] = tool_version or _version(partitioner)
+    elif model == "external":
+        if parts_file is None:
+            raise InputError("the external model needs a part file (parts_file)")
+        parts = external_parts(parts_file, n, nparts)
+        info.update(parts_file=str(parts_file), parts_file_sha256=_file_sha256(Path(parts_file)))
+    elif model == "stochastic":
+        raise InputError("the stochastic model is not available yet")
+    else:
+        raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(MODELS)}")
+    info["partition_s"] = time.perf_counter() - t0
+    info["versions"] = versions
+    return parts, info
+
+
+# DEFAULT_PRESET is re-exported for the CLI's help text.
+DEFAULT_PRESETS = DEFAULT_PRESET
