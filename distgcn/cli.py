@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=_positive_int,
                        help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
                             "Slurm, else the node's cores divided by the ranks on the node")
+    train.add_argument("--spmm-kernel", choices=["auto", "torch", "scipy"], default="auto",
+                       help="local sparse product: scipy on one thread, torch CSR on several (default: auto)")
     train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
     train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines; only the summary")

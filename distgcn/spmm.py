@@ -21,50 +21,75 @@ from .halo import HaloExchanger
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
 
-def _to_torch_csr(matrix: sp.csr_matrix, dtype: torch.dtype) -> torch.Tensor | None:
-    """Torch CSR (multi-threaded SpMM on CPU); None for an all-zero block."""
-    if matrix.nnz == 0:
-        return None
-    matrix = sp.csr_matrix(matrix)
-    matrix.sort_indices()
-    return torch.sparse_csr_tensor(
-        torch.from_numpy(matrix.indptr.astype(np.int64)),
-        torch.from_numpy(matrix.indices.astype(np.int64)),
-        torch.from_numpy(np.asarray(matrix.data)).to(dtype),
-        size=matrix.shape,
-        check_invariants=False,  # built from a sorted, canonical scipy CSR
-    )
+KERNELS = ("auto", "torch", "scipy")
 
 
-def _addmm(out: torch.Tensor, block: torch.Tensor | None, dense: torch.Tensor) -> None:
-    if block is not None:
-        out.add_(block @ dense)
+def choose_kernel(kernel: str, threads: int) -> str:
+    """``auto``: scipy's CSR product on one thread, torch's (multi-threaded) otherwise.
+
+    Measured in benchmarks/spmm_kernels.py (docs/performance-notes.md): on one
+    thread scipy was 1.2-1.7x faster than torch CSR; torch can use more threads.
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown SpMM kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
+    if kernel == "auto":
+        return "scipy" if threads == 1 else "torch"
+    return kernel
+
+
+class SparseBlock:
+    """A local CSR block and its product with dense tensors, by the chosen kernel."""
+
+    def __init__(self, matrix: sp.csr_matrix, dtype: torch.dtype, kernel: str):
+        matrix = sp.csr_matrix(matrix)
+        matrix.sort_indices()
+        self.empty = matrix.nnz == 0
+        self.kernel = kernel
+        if kernel == "scipy":
+            self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
+        else:
+            self.matrix = torch.sparse_csr_tensor(
+                torch.from_numpy(matrix.indptr.astype(np.int64)),
+                torch.from_numpy(matrix.indices.astype(np.int64)),
+                torch.from_numpy(np.asarray(matrix.data)).to(dtype),
+                size=matrix.shape,
+                check_invariants=False,  # built from a sorted, canonical scipy CSR
+            )
+
+    def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += block @ dense."""
+        if self.empty:
+            return
+        if self.kernel == "scipy":
+            out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
+        else:
+            out.add_(self.matrix @ dense)
 
 
 class DistributedAdjacency:
     """This rank's rows of Â, split into the owned block and one halo block per sender."""
 
     def __init__(self, owned_block: sp.csr_matrix, halo_block: sp.csr_matrix, exchanger: HaloExchanger,
-                 dtype: torch.dtype):
+                 dtype: torch.dtype, kernel: str = "torch"):
         plan = exchanger.plan
         self.exchanger = exchanger
         self.n_owned = plan.n_owned
-        self.owned = _to_torch_csr(owned_block, dtype)
-        self.owned_t = _to_torch_csr(owned_block.T.tocsr(), dtype)
-        halo_csc = sp.csc_matrix(halo_block)
-        self.halo_by_sender = [_to_torch_csr(halo_csc[:, s].tocsr(), dtype) for s in plan.recv_slices]
-        self.halo_t = _to_torch_csr(halo_block.T.tocsr(), dtype)
         self.n_halo = plan.n_halo
+        self.owned = SparseBlock(owned_block, dtype, kernel)
+        self.owned_t = SparseBlock(owned_block.T.tocsr(), dtype, kernel)
+        halo_csc = sp.csc_matrix(halo_block)
+        self.halo_by_sender = [SparseBlock(halo_csc[:, s].tocsr(), dtype, kernel) for s in plan.recv_slices]
+        self.halo_t = SparseBlock(halo_block.T.tocsr(), dtype, kernel)
 
     def matmul(self, h: torch.Tensor) -> torch.Tensor:
         """Y = Â H for this rank's rows, H given by its owned rows."""
         h = h.contiguous()
         halo, exchange = self.exchanger.start_forward(h)
         y = torch.zeros((self.n_owned, h.shape[1]), dtype=h.dtype)
-        _addmm(y, self.owned, h)
+        self.owned.add_product(y, h)
         slices = self.exchanger.plan.recv_slices
         for k in self.exchanger.timed(exchange.completed_receives()):
-            _addmm(y, self.halo_by_sender[k], halo[slices[k]])
+            self.halo_by_sender[k].add_product(y, halo[slices[k]])
         with self.exchanger.counters.timing("comm_wait_s"):
             exchange.wait_sends()
         return y
@@ -73,10 +98,10 @@ class DistributedAdjacency:
         """Âᵀ G restricted to this rank's rows, summing the other ranks' contributions."""
         g = g.contiguous()
         halo_grad = torch.zeros((self.n_halo, g.shape[1]), dtype=g.dtype)
-        _addmm(halo_grad, self.halo_t, g)
+        self.halo_t.add_product(halo_grad, g)
         incoming, exchange = self.exchanger.start_reverse(halo_grad)
         grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype)
-        _addmm(grad, self.owned_t, g)
+        self.owned_t.add_product(grad, g)
         plan = self.exchanger.plan
         for k in self.exchanger.timed(exchange.completed_receives()):
             s = plan.send_slices[k]

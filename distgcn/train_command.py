@@ -13,6 +13,7 @@ from .launch import CollectiveInputError, abort_on_unexpected, agree, default_th
     ranks_on_this_node, set_threads
 from .metrics_log import MetricsWriter, format_epoch
 from .prepare import GraphOptions
+from .spmm import choose_kernel
 from .trainer import TrainConfig, Trainer
 
 
@@ -41,7 +42,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
-    set_threads(args.threads or default_threads(ranks_on_this_node(transport)))
+    threads = args.threads or default_threads(ranks_on_this_node(transport))
+    set_threads(threads)
+    kernel = choose_kernel(args.spmm_kernel, threads)
     root = transport.rank == 0
     if args.partition_dir is not None:
         shard = load_own_shard(transport, args.partition_dir)
@@ -51,7 +54,7 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
         shard = build_and_scatter(transport, options, args.partition, args.seed)
 
     writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None))
-    trainer = agree(transport, lambda: _make_trainer(shard, transport, config))
+    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel))
     last: dict = {}
     for record in trainer.epochs():
         last = record
@@ -67,9 +70,9 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
     return 0
 
 
-def _make_trainer(shard, transport, config: TrainConfig) -> Trainer:
+def _make_trainer(shard, transport, config: TrainConfig, kernel: str) -> Trainer:
     try:
-        return Trainer(shard, transport, config)
+        return Trainer(shard, transport, config, kernel)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 

@@ -55,7 +55,7 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
 class Trainer:
     """Owns the model, the distributed Â and the optimizer of one rank."""
 
-    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig):
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch"):
         self.shard = shard
         self.transport = transport
         self.config = config
@@ -64,7 +64,7 @@ class Trainer:
         plan = HaloPlan.from_shard(shard)
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0)
-        self.adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, dtype)
+        self.adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, dtype, kernel)
         self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64))
         self.masks = {

@@ -27,26 +27,27 @@ def brute_force(adj_rows: list[list[int]], parts: list[int], nparts: int):
     return needed, senders
 
 
-def run_check(tmp_path, ranks: int, n: int, edges: int, seed: int, mode: str, directed: bool) -> dict:
+def run_check(tmp_path, ranks: int, n: int, edges: int, seed: int, mode: str, directed: bool, kernel: str) -> dict:
     out = tmp_path / "result.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [mpiexec(), "-n", str(ranks), sys.executable, str(ROOT / "tests" / "mpi_scripts" / "spmm_check.py"),
-         str(out), str(n), str(edges), str(seed), mode, "1" if directed else "0"],
+         str(out), str(n), str(edges), str(seed), mode, "1" if directed else "0", kernel],
         capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("ranks,mode,directed", [
-    (2, "random", True), (3, "contiguous", True), (4, "random", False), (4, "skewed", True), (3, "random", False),
+@pytest.mark.parametrize("ranks,mode,directed,kernel", [
+    (2, "random", True, "torch"), (3, "contiguous", True, "scipy"), (4, "random", False, "torch"),
+    (4, "skewed", True, "scipy"), (3, "random", False, "torch"),
 ])
-def test_exchange_sends_exactly_the_required_rows(tmp_path, ranks, mode, directed):
+def test_exchange_sends_exactly_the_required_rows(tmp_path, ranks, mode, directed, kernel):
     sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
     from spmm_check import make_graph  # the same seeded graph the ranks built
 
     n, edges, seed = 120, 500, 7
-    result = run_check(tmp_path, ranks, n, edges, seed, mode, directed)
+    result = run_check(tmp_path, ranks, n, edges, seed, mode, directed, kernel)
     adj = make_graph(n, edges, seed, directed)
     adj_rows = [list(adj.indices[adj.indptr[v]:adj.indptr[v + 1]]) for v in range(n)]
     needed, senders = brute_force(adj_rows, result["parts"], ranks)

@@ -3,7 +3,7 @@
 Every rank builds the same graph and part vector (small, test only), takes its
 own shard, and reports what it received and computed; rank 0 writes a JSON
 file that the test compares with a serial computation and a brute-force count.
-Usage: spmm_check.py OUT.json N EDGES SEED PARTS_MODE(random|contiguous|skewed) DIRECTED(0|1)
+Usage: spmm_check.py OUT.json N EDGES SEED PARTS_MODE(random|contiguous|skewed) DIRECTED(0|1) KERNEL(torch|scipy)
 """
 
 import json
@@ -47,7 +47,7 @@ def make_parts(n: int, nparts: int, mode: str, seed: int) -> np.ndarray:
 def main() -> None:
     out = sys.argv[1]
     n, edges, seed = (int(x) for x in sys.argv[2:5])
-    mode, directed = sys.argv[5], sys.argv[6] == "1"
+    mode, directed, kernel = sys.argv[5], sys.argv[6] == "1", sys.argv[7]
     transport = MPITransport()
     adj = make_graph(n, edges, seed, directed)
     a_hat = normalized_adjacency(adj)
@@ -58,7 +58,7 @@ def main() -> None:
     counters = CommCounters()
     plan = HaloPlan.from_shard(shard)
     exchanger = HaloExchanger(plan, transport, counters, exchanges=True)
-    adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float64)
+    adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float64, kernel)
 
     width = 3
     h_global = np.arange(n * width, dtype=np.float64).reshape(n, width) + 1.0
