@@ -24,6 +24,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _widths(text: str) -> tuple[int, ...]:
+    return tuple(_positive_int(part) for part in text.split(","))
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -67,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how rank 0 partitions --graph (default: random)")
     add_graph_options(train)
     train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
-    train.add_argument("--hidden", type=_positive_int, default=16, help="hidden width (default: 16)")
+    train.add_argument("--hidden", type=_widths, default=(16,), metavar="H[,H...]",
+                       help="hidden width, or one width per hidden layer (default: 16)")
     train.add_argument("--epochs", type=_positive_int, default=200, help="epochs (default: 200)")
     train.add_argument("--lr", type=_non_negative_float, default=0.01, help="learning rate (default: 0.01)")
     train.add_argument("--dropout", type=_probability, default=0.5, help="dropout probability (default: 0.5)")

@@ -20,6 +20,9 @@ from .trainer import TrainConfig, Trainer
 def _config(args: argparse.Namespace) -> TrainConfig:
     if args.layers < 2:
         raise InputError(f"--layers: expected at least 2, got {args.layers}")
+    if len(args.hidden) not in (1, args.layers - 1):
+        raise InputError(f"--hidden: expected 1 or {args.layers - 1} widths for {args.layers} layers, "
+                         f"got {len(args.hidden)}")
     return TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
                        seed=args.seed, dtype=args.dtype)

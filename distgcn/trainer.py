@@ -31,7 +31,8 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 @dataclass
 class TrainConfig:
     layers: int = 2
-    hidden: int = 16
+    hidden: tuple[int, ...] = (16,)
+    """Hidden widths: one value for every hidden layer, or exactly layers - 1 values."""
     epochs: int = 200
     lr: float = 0.01
     dropout: float = 0.5
@@ -41,7 +42,10 @@ class TrainConfig:
     dtype: str = "float32"
 
     def widths(self, num_features: int, num_classes: int) -> list[int]:
-        return [num_features] + [self.hidden] * (self.layers - 1) + [num_classes]
+        hidden = list(self.hidden) * (self.layers - 1) if len(self.hidden) == 1 else list(self.hidden)
+        if len(hidden) != self.layers - 1:
+            raise ValueError(f"--hidden: {len(self.hidden)} widths given for {self.layers - 1} hidden layers")
+        return [num_features] + hidden + [num_classes]
 
 
 def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:

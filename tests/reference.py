@@ -18,7 +18,7 @@ from distgcn.model import glorot_weights
 
 
 def reference_train(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarray, train_mask: np.ndarray,
-                    *, layers: int = 2, hidden: int = 16, epochs: int = 10, lr: float = 0.01,
+                    *, layers: int = 2, hidden: int | list[int] = 16, epochs: int = 10, lr: float = 0.01,
                     dropout: float = 0.5, weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0,
                     dtype: torch.dtype = torch.float64) -> tuple[list[float], list[np.ndarray]]:
     """Train on the whole graph; return the loss of every epoch and the final parameters."""
@@ -28,7 +28,8 @@ def reference_train(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarr
     x = torch.from_numpy(features).to(dtype)
     y = torch.from_numpy(labels.astype(np.int64))
     mask = torch.from_numpy(train_mask.astype(bool))
-    widths = [features.shape[1]] + [hidden] * (layers - 1) + [int(labels.max()) + 1]
+    hidden_widths = [hidden] * (layers - 1) if isinstance(hidden, int) else list(hidden)
+    widths = [features.shape[1]] + hidden_widths + [int(labels.max()) + 1]
     weights = [w.clone().requires_grad_(True) for w in glorot_weights(widths, seed, dtype)]
     biases = [torch.zeros(w, dtype=dtype, requires_grad=True) for w in widths[1:]]
     params = weights + biases

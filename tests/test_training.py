@@ -89,6 +89,26 @@ def test_distributed_equals_single_process(tmp_path, directed_graph, graph_name,
             assert r["messages"] == messages * r["spmm_exchanges"]
 
 
+def test_deeper_model_with_sgd_equals_single_process(tmp_path, directed_graph):
+    """3 layers of different widths, SGD, no weight decay, scipy kernel, on 3 ranks."""
+    metrics, weights = tmp_path / "m.jsonl", tmp_path / "w.npz"
+    proc = run_distgcn(["train", "--graph", directed_graph, "--features", "8", "--classes", "3", "--layers", "3",
+                        "--hidden", "12,5", "--optimizer", "sgd", "--lr", "0.5", "--weight-decay", "0",
+                        "--dropout", "0.3", "--dtype", "float64", "--epochs", "5", "--seed", "9",
+                        "--spmm-kernel", "scipy", "--metrics", str(metrics), "--save-weights", str(weights),
+                        "--quiet"], ranks=3)
+    assert proc.returncode == 0, proc.stderr
+    graph, a_hat = prepare_graph(GraphOptions(spec=directed_graph, features=8, classes=3, seed=9))
+    losses, ref_weights = reference_train(a_hat, graph.features, graph.labels, graph.train_mask, layers=3,
+                                          hidden=[12, 5], optimizer="sgd", lr=0.5, weight_decay=0.0,
+                                          dropout=0.3, epochs=5, seed=9)
+    np.testing.assert_allclose([json.loads(x)["loss"] for x in metrics.read_text().splitlines()], losses,
+                               rtol=1e-6)
+    with np.load(weights) as npz:
+        for i, r in enumerate(ref_weights):
+            np.testing.assert_allclose(npz[f"arr_{i}"], r, rtol=1e-6, atol=1e-9 * np.abs(r).max())
+
+
 def test_cli_prints_epochs_and_summary(directed_graph):
     proc = run_distgcn(["train", "--graph", directed_graph, "--features", "8", "--classes", "3",
                         "--epochs", "3"], ranks=2)
