@@ -61,6 +61,15 @@ class HaloExchanger:
         self.counters = counters
         self.exchanges = exchanges
         """False when no rank sends anything (P = 1): then calls are not counted as exchanges."""
+        self._buffers: dict[tuple[str, int, torch.dtype], torch.Tensor] = {}
+
+    def buffer(self, role: str, rows: int, width: int, dtype: torch.dtype) -> torch.Tensor:
+        """A message buffer reused across calls of the same width (one exchange runs at a time)."""
+        key = (role, width, dtype)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = torch.empty((rows, width), dtype=dtype)
+        return buf
 
     def _count(self, rows: int, messages: int, width: int, itemsize: int) -> None:
         if self.exchanges:
@@ -73,14 +82,14 @@ class HaloExchanger:
         """Post the exchange of halo rows of ``h_owned``; returns the halo buffer it fills."""
         plan = self.plan
         width = h_owned.shape[1]
-        halo = torch.empty((plan.n_halo, width), dtype=h_owned.dtype)
-        packed = h_owned.index_select(0, plan.send_index)
+        halo = self.buffer("halo", plan.n_halo, width, h_owned.dtype)
+        packed = self.buffer("send", plan.rows_sent, width, h_owned.dtype)
+        torch.index_select(h_owned, 0, plan.send_index, out=packed)
         exchange = self.transport.exchange(
             sends=[(peer, packed[s]) for peer, s in zip(plan.send_peers, plan.send_slices)],
             recvs=[(peer, halo[s]) for peer, s in zip(plan.recv_peers, plan.recv_slices)],
         )
         self._count(plan.rows_sent, len(plan.send_peers), width, h_owned.element_size())
-        self._packed = packed  # keep send buffers alive until wait_sends
         return halo, exchange
 
     def start_reverse(self, halo_grad: torch.Tensor) -> tuple[torch.Tensor, Exchange]:
@@ -91,7 +100,7 @@ class HaloExchanger:
         """
         plan = self.plan
         width = halo_grad.shape[1]
-        incoming = torch.empty((plan.rows_sent, width), dtype=halo_grad.dtype)
+        incoming = self.buffer("send", plan.rows_sent, width, halo_grad.dtype)
         exchange = self.transport.exchange(
             sends=[(peer, halo_grad[s]) for peer, s in zip(plan.recv_peers, plan.recv_slices)],
             recvs=[(peer, incoming[s]) for peer, s in zip(plan.send_peers, plan.send_slices)],

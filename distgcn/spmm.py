@@ -97,7 +97,8 @@ class DistributedAdjacency:
     def matmul_transpose(self, g: torch.Tensor) -> torch.Tensor:
         """Âᵀ G restricted to this rank's rows, summing the other ranks' contributions."""
         g = g.contiguous()
-        halo_grad = torch.zeros((self.n_halo, g.shape[1]), dtype=g.dtype)
+        halo_grad = self.exchanger.buffer("halo", self.n_halo, g.shape[1], g.dtype)
+        halo_grad.zero_()
         self.halo_t.add_product(halo_grad, g)
         incoming, exchange = self.exchanger.start_reverse(halo_grad)
         grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype)
