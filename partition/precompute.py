@@ -37,9 +37,16 @@ from .shards import iter_shards, partition_id
 META_VERSION = 1
 
 
-def _log(message: str, start: float, quiet: bool) -> None:
-    if not quiet:
-        print(f"[{time.perf_counter() - start:7.1f}s] {message}", file=sys.stderr, flush=True)
+def _log(message: str, start: float, quiet: bool, *, transient: bool = False) -> None:
+    """A timestamped phase line on stderr; on a terminal, ``transient`` lines overwrite each other."""
+    if quiet:
+        return
+    line = f"[{time.perf_counter() - start:7.1f}s] {message}"
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + line + ("" if transient else "\n"))
+        sys.stderr.flush()
+    elif not transient or message.endswith(" 100%"):
+        print(line, file=sys.stderr, flush=True)
 
 
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
@@ -74,8 +81,8 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
             checksum = shard.save(staging / name)
             shards.append({"rank": shard.rank, "file": name, "sha256": checksum,
                            "n_owned": shard.n_owned, "n_halo": shard.n_halo})
-            if not quiet and (shard.rank + 1) % max(1, nparts // 10) == 0:
-                _log(f"wrote {shard.rank + 1}/{nparts} shards", start, quiet)
+            _log(f"writing shards {shard.rank + 1}/{nparts} {100 * (shard.rank + 1) // nparts:3d}%", start, quiet,
+                 transient=True)
         meta = {
             "format_version": META_VERSION,
             "partition_id": pid,
