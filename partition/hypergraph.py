@@ -33,11 +33,24 @@ __all__ = [
 ]
 
 DEFAULT_PARTITIONER = "mtkahypar"
-# See the report in benchmarks/partitioners.py / docs: "quality" is the best
-# time/quality trade-off measured on soc-Slashdot0902 (2 cores).
-DEFAULT_PRESET = {"mtkahypar": "quality", "kahypar": "fast"}
+# Measured on soc-Slashdot0902 with epsilon = 0.03 on 2 cores (see
+# benchmarks/partitioners.py and its results): Mt-KaHyPar's QUALITY preset
+# followed by 3 V-cycles is the cheapest configuration tried that reached the
+# project's km1 targets (<= 28,078 at P=2, <= 69,278 at P=4) for every seed;
+# the plain DEFAULT/QUALITY/HIGHEST_QUALITY presets missed the P=2 target.
+DEFAULT_PRESET = {"mtkahypar": "quality_v3", "kahypar": "fast"}
 
+# name -> (Mt-KaHyPar PresetType, number of V-cycles after the first partition)
 MTKAHYPAR_PRESETS = {
+    "default": ("DEFAULT", 0),
+    "quality": ("QUALITY", 0),
+    "quality_v3": ("QUALITY", 3),
+    "highest_quality": ("HIGHEST_QUALITY", 0),
+    "deterministic": ("DETERMINISTIC", 0),
+    "deterministic_quality": ("DETERMINISTIC_QUALITY", 0),
+    "large_k": ("LARGE_K", 0),
+}
+KAHYPAR_PRESETS = {
     "default": "DEFAULT",
     "quality": "QUALITY",
     "highest_quality": "HIGHEST_QUALITY",
@@ -126,16 +139,17 @@ def _nets_as_list(indptr: np.ndarray, pins: np.ndarray) -> list[np.ndarray]:
     return np.split(pins, indptr[1:-1])
 
 
-def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads):
+def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads, vcycles):
     import mtkahypar
 
-    name = MTKAHYPAR_PRESETS.get(preset)
-    if name is None or not hasattr(mtkahypar.PresetType, name):
-        raise InputError(
-            f"unknown Mt-KaHyPar preset '{preset}': expected one of {', '.join(MTKAHYPAR_PRESETS)}")
+    name, preset_vcycles = MTKAHYPAR_PRESETS[preset]
+    if not hasattr(mtkahypar.PresetType, name):
+        raise InputError(f"Mt-KaHyPar {mtkahypar.__version__} has no preset {name}")
+    vcycles = preset_vcycles if vcycles is None else int(vcycles)
     mtk, nthreads = _mtkahypar(threads)
     ctx = mtk.context_from_preset(getattr(mtkahypar.PresetType, name))
     ctx.set_partitioning_parameters(int(nparts), float(epsilon), mtkahypar.Objective.KM1)
+    ctx.num_vcycles = vcycles
     ctx.logging = False
     mtkahypar.set_seed(int(seed))
     n = weights.shape[0]
@@ -144,8 +158,21 @@ def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, t
     del nets
     phg = hg.partition(ctx)
     parts = np.asarray(phg.get_partition(), dtype=np.int64)
-    info = {"threads": nthreads, "km1_reported": int(phg.km1()), "version": mtkahypar.__version__}
+    info = {"threads": nthreads, "vcycles": vcycles, "mtkahypar_preset": name,
+            "km1_reported": int(phg.km1()), "version": _mtkahypar_version()}
     return parts, info
+
+
+def _mtkahypar_version() -> str:
+    # the extension reports "dev"; the installed distribution knows better
+    from importlib import metadata
+
+    try:
+        return metadata.version("mtkahypar")
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        import mtkahypar
+
+        return str(mtkahypar.__version__)
 
 
 # ---------------------------------------------------------------------------
@@ -193,19 +220,25 @@ def hypergraph_parts(
     preset: str | None = None,
     *,
     threads: int | None = None,
+    vcycles: int | None = None,
     return_info: bool = False,
 ):
     """Partition the rows of ``a_hat`` minimising km1 of the column-net hypergraph.
 
     ``epsilon`` bounds every part's weight (nonzeros of its rows) by
     ``(1 + epsilon) * ceil(total / nparts)`` -- the guarantee both tools give.
-    ``partitioner`` is ``"mtkahypar"`` (presets: default, quality,
-    highest_quality, deterministic, deterministic_quality, large_k) or
-    ``"kahypar"`` (presets: fast, quality -- the ini files in
-    ``partition/presets``). ``threads`` applies to Mt-KaHyPar only (default:
-    all cores). Returns int64 part ids; with ``return_info`` also a dict.
+    ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
+    highest_quality, deterministic, deterministic_quality, large_k, and
+    quality_v3 = quality + 3 V-cycles, the project default) or ``"kahypar"``
+    (presets: fast, quality -- the ini files in ``partition/presets``).
+    ``threads`` and ``vcycles`` (override of the preset's V-cycles) apply to
+    Mt-KaHyPar only; threads default to all cores. Only the deterministic
+    presets, and KaHyPar, give the same partition for the same seed.
+    Returns int64 part ids; with ``return_info`` also a dict.
     """
     n = _check_args(a_hat, nparts, epsilon)
+    if vcycles is not None and (int(vcycles) != vcycles or vcycles < 0):
+        raise InputError(f"vcycles must be a non-negative integer, got {vcycles}")
     partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
     if partitioner not in DEFAULT_PRESET:
         raise InputError(f"unknown hypergraph partitioner '{partitioner}': expected mtkahypar or kahypar")
@@ -221,7 +254,8 @@ def hypergraph_parts(
     else:
         indptr, pins, weights = column_net(a_hat)
         if partitioner == "mtkahypar":
-            parts, extra = _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads)
+            parts, extra = _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset,
+                                                threads, vcycles)
         else:
             parts, extra = _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset)
         info.update(extra)

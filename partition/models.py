@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from distgcn.errors import InputError
 
 from .external import external_parts
-from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts
+from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
 
 __all__ = [
     "MODELS",
@@ -166,12 +166,14 @@ def compute_parts(
     preset: str | None = None,
     parts_file: str | Path | None = None,
     threads: int | None = None,
+    vcycles: int | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
 
     ``info`` holds model, partitioner, preset, epsilon, seed, nparts,
     partition_s (wall seconds of the partitioning call) and the versions of
-    the tools involved.
+    the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
+    :func:`partition.hypergraph.hypergraph_parts`).
     """
     n = _check_matrix(a_hat)
     model = (model or "").lower()
@@ -200,7 +202,7 @@ def compute_parts(
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
         parts, extra = hypergraph_parts(a_hat, nparts, epsilon=epsilon, seed=seed,
                                         partitioner=partitioner, preset=preset,
-                                        threads=threads, return_info=True)
+                                        threads=threads, vcycles=vcycles, return_info=True)
         info.update(epsilon=float(epsilon), seed=int(seed))
         extra = dict(extra)
         tool_version = extra.pop("version", None)
@@ -219,6 +221,3 @@ def compute_parts(
     info["versions"] = versions
     return parts, info
 
-
-# DEFAULT_PRESET is re-exported for the CLI's help text.
-DEFAULT_PRESETS = DEFAULT_PRESET

@@ -1,0 +1,314 @@
+"""Partitioning models: validity, balance, determinism, quality against random, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from distgcn.errors import InputError
+from distgcn.graph import normalized_adjacency
+from partition import hypergraph as hg_mod
+from partition.external import external_parts
+from partition.metrics import partition_metrics
+from partition.models import (
+    compute_parts,
+    contiguous_parts,
+    graph_parts,
+    hypergraph_parts,
+    random_parts,
+    symmetric_graph,
+)
+
+EPS = 0.03
+
+
+def grid(rows: int, cols: int) -> sp.csr_matrix:
+    """4-neighbour 2D grid, no self loops."""
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    e = np.concatenate([
+        np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+        np.stack([idx[:-1].ravel(), idx[1:].ravel()], 1),
+    ])
+    n = rows * cols
+    a = sp.csr_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    return (a + a.T).tocsr()
+
+
+def sbm(sizes, p_in, p_out, seed=0) -> sp.csr_matrix:
+    """Undirected stochastic block model, no self loops."""
+    rng = np.random.default_rng(seed)
+    block = np.repeat(np.arange(len(sizes)), sizes)
+    n = block.size
+    prob = np.where(block[:, None] == block[None, :], p_in, p_out)
+    upper = np.triu(rng.random((n, n)) < prob, 1)
+    a = sp.csr_matrix(upper.astype(np.float64))
+    return (a + a.T).tocsr()
+
+
+@pytest.fixture(scope="module")
+def grid_hat():
+    return normalized_adjacency(grid(24, 24))
+
+
+@pytest.fixture(scope="module")
+def sbm_hat():
+    return normalized_adjacency(sbm([60, 60, 60, 60], 0.15, 0.005, seed=1))
+
+
+def check_valid(parts, n, nparts):
+    assert isinstance(parts, np.ndarray) and parts.dtype == np.int64
+    assert parts.shape == (n,)
+    assert parts.min() >= 0 and parts.max() < nparts
+
+
+def weight_bound(a_hat, nparts, eps=EPS):
+    """The tools' guarantee, expressed as max/avg: max part weight <= (1+eps) ceil(W/k)."""
+    w = float(np.diff(a_hat.indptr).sum())
+    return (1 + eps) * math.ceil(w / nparts) / (w / nparts)
+
+
+# ---------------------------------------------------------------------------
+# random / contiguous
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (10, 3), (577, 16), (100, 100)])
+def test_random_parts_balanced_and_seeded(n, k):
+    p = random_parts(n, k, seed=5)
+    check_valid(p, n, k)
+    sizes = np.bincount(p, minlength=k)
+    assert sizes.max() - sizes.min() <= 1
+    assert np.array_equal(p, random_parts(n, k, seed=5))
+    if n >= 10 and k > 1:
+        assert not np.array_equal(p, random_parts(n, k, seed=6))
+
+
+@pytest.mark.parametrize("n, k", [(1, 1), (10, 3), (577, 16), (100, 100), (7, 5)])
+def test_contiguous_parts_balanced_blocks(n, k):
+    p = contiguous_parts(n, k)
+    check_valid(p, n, k)
+    sizes = np.bincount(p, minlength=k)
+    assert sizes.max() - sizes.min() <= 1
+    assert np.all(np.diff(p) >= 0)
+
+
+@pytest.mark.parametrize("fn", [lambda n, k: random_parts(n, k, 0), contiguous_parts])
+def test_trivial_models_validate(fn):
+    with pytest.raises(InputError):
+        fn(5, 0)
+    with pytest.raises(InputError):
+        fn(5, 6)
+
+
+# ---------------------------------------------------------------------------
+# graph model (METIS)
+# ---------------------------------------------------------------------------
+
+
+def test_symmetric_graph_drops_loops_and_symmetrises():
+    a = sp.csr_matrix(np.array([[1.0, 2, 0], [0, 1, 0], [0, 3, 0]]))
+    s = symmetric_graph(a).toarray()
+    assert np.array_equal(s, [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+
+
+@pytest.mark.parametrize("k", [2, 4, 7])
+def test_graph_parts(grid_hat, k):
+    n = grid_hat.shape[0]
+    p = graph_parts(grid_hat, k, epsilon=EPS, seed=1)
+    check_valid(p, n, k)
+    m = partition_metrics(grid_hat, p, k)
+    assert m["imbalance"] <= weight_bound(grid_hat, k) + 1e-9
+    assert m["empty_parts"] == []
+    assert np.array_equal(p, graph_parts(grid_hat, k, epsilon=EPS, seed=1))
+    rnd = partition_metrics(grid_hat, random_parts(n, k, 1), k)
+    assert m["volume"]["total"] < 0.5 * rnd["volume"]["total"]
+    assert m["edge_cut"] < 0.5 * rnd["edge_cut"]
+
+
+def test_graph_parts_trivial_and_errors(grid_hat):
+    assert np.array_equal(graph_parts(grid_hat, 1), np.zeros(grid_hat.shape[0], dtype=np.int64))
+    with pytest.raises(InputError, match="epsilon"):
+        graph_parts(grid_hat, 2, epsilon=0)
+    with pytest.raises(InputError, match="nparts <= n"):
+        graph_parts(sp.identity(3, format="csr"), 4)
+
+
+# ---------------------------------------------------------------------------
+# hypergraph model
+# ---------------------------------------------------------------------------
+
+
+def test_column_net_is_the_csc_pattern():
+    a = sp.csr_matrix(np.array([[1.0, 2, 0], [0, 1, 0], [4, 3, 1]]))
+    indptr, pins, w = hg_mod.column_net(a)
+    csc = a.tocsc()
+    assert np.array_equal(indptr, csc.indptr) and np.array_equal(pins, csc.indices)
+    assert w.tolist() == [2, 1, 3]
+
+
+@pytest.mark.parametrize("partitioner, preset", [
+    ("mtkahypar", "default"), ("mtkahypar", "quality_v3"), ("mtkahypar", "deterministic"), ("kahypar", "fast"),
+])
+@pytest.mark.parametrize("k", [2, 5])
+def test_hypergraph_parts(grid_hat, partitioner, preset, k):
+    n = grid_hat.shape[0]
+    p, info = hypergraph_parts(grid_hat, k, epsilon=EPS, seed=3, partitioner=partitioner,
+                               preset=preset, return_info=True)
+    check_valid(p, n, k)
+    m = partition_metrics(grid_hat, p, k)
+    # the tools' own km1 is our exact volume (diagonal present): the model is exact
+    assert info["km1_reported"] == m["connectivity_minus_one"] == m["volume"]["total"]
+    assert m["imbalance"] <= weight_bound(grid_hat, k) + 1e-9
+    rnd = partition_metrics(grid_hat, random_parts(n, k, 3), k)
+    assert m["volume"]["total"] < 0.5 * rnd["volume"]["total"]
+
+
+def test_kahypar_quality_preset_runs(grid_hat):
+    p = hypergraph_parts(grid_hat, 3, epsilon=EPS, seed=0, partitioner="kahypar", preset="quality")
+    check_valid(p, grid_hat.shape[0], 3)
+    assert partition_metrics(grid_hat, p, 3)["imbalance"] <= weight_bound(grid_hat, 3) + 1e-9
+
+
+@pytest.mark.parametrize("partitioner, preset", [("mtkahypar", "deterministic"), ("kahypar", "fast")])
+def test_hypergraph_deterministic_for_a_seed(sbm_hat, partitioner, preset):
+    a = hypergraph_parts(sbm_hat, 4, seed=11, partitioner=partitioner, preset=preset)
+    b = hypergraph_parts(sbm_hat, 4, seed=11, partitioner=partitioner, preset=preset)
+    assert np.array_equal(a, b)
+
+
+def test_hypergraph_finds_planted_blocks(sbm_hat):
+    n = sbm_hat.shape[0]
+    p = hypergraph_parts(sbm_hat, 4, seed=0)
+    m = partition_metrics(sbm_hat, p, 4)
+    rnd = partition_metrics(sbm_hat, random_parts(n, 4, 0), 4)
+    assert m["volume"]["total"] < 0.3 * rnd["volume"]["total"]
+
+
+def test_default_is_mtkahypar_quality_with_vcycles(grid_hat):
+    p, info = hypergraph_parts(grid_hat, 3, return_info=True)
+    assert (info["partitioner"], info["preset"], info["vcycles"]) == ("mtkahypar", "quality_v3", 3)
+    _, info = hypergraph_parts(grid_hat, 3, preset="quality", vcycles=1, return_info=True)
+    assert info["vcycles"] == 1 and info["mtkahypar_preset"] == "QUALITY"
+
+
+def test_hypergraph_one_part_skips_the_tool(grid_hat, monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("the partitioner must not run for nparts == 1")
+
+    monkeypatch.setattr(hg_mod, "_partition_mtkahypar", boom)
+    monkeypatch.setattr(hg_mod, "_partition_kahypar", boom)
+    for tool in ("mtkahypar", "kahypar"):
+        p = hypergraph_parts(grid_hat, 1, partitioner=tool)
+        assert np.array_equal(p, np.zeros(grid_hat.shape[0], dtype=np.int64))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"nparts": 2, "epsilon": 0.0}, "epsilon"),
+    ({"nparts": 2, "epsilon": -0.1}, "epsilon"),
+    ({"nparts": 0}, "at least 1|>= 1"),
+    ({"nparts": 10**6}, "nparts <= n"),
+    ({"nparts": 2, "partitioner": "patoh"}, "partitioner"),
+    ({"nparts": 2, "partitioner": "mtkahypar", "preset": "fast"}, "preset"),
+    ({"nparts": 2, "partitioner": "kahypar", "preset": "quality_max"}, "preset"),
+    ({"nparts": 2, "vcycles": -1}, "vcycles"),
+])
+def test_hypergraph_errors(grid_hat, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        hypergraph_parts(grid_hat, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# external files
+# ---------------------------------------------------------------------------
+
+
+def test_external_parts_reads_any_whitespace(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("0\n1 2\r\n\t3\n\n+1  0\n")
+    assert external_parts(f, 6, 4).tolist() == [0, 1, 2, 3, 1, 0]
+
+
+@pytest.mark.parametrize("text, match, line", [
+    ("0\n1\n2\n", "found 3 part ids, expected 4", 3),
+    ("0\n1\n2\n3\n1\n", "more part ids than vertices", 5),
+    ("0\n1\nx\n3\n", "'x' is not a part id", 3),
+    ("0\n1\n1.5\n3\n", "'1.5' is not a part id", 3),
+    ("0\n1\n1_0\n3\n", "'1_0' is not a part id", 3),
+    ("0 1\n2 3-1\n", "'3-1' is not a part id", 2),
+    ("0\n-\n1\n2\n", "'-' is not a part id", 2),
+    ("0\n1\n2\n4\n", "part id 4 of vertex 3 is out of range", 4),
+    ("0\n1\n\n-1\n2\n", "part id -1 of vertex 2 is out of range", 4),
+    ("0\n1\n2\n99999999999999999999999\n", "out of range", 4),
+])
+def test_external_parts_errors_name_file_and_line(tmp_path, text, match, line):
+    f = tmp_path / "parts.txt"
+    f.write_text(text)
+    with pytest.raises(InputError, match=match) as err:
+        external_parts(f, 4, 4)
+    assert err.value.line == line
+    assert str(err.value).startswith(f"{f}:{line}: ")
+
+
+def test_external_parts_missing_file(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        external_parts(tmp_path / "nope.txt", 3, 2)
+
+
+def test_external_parts_large_is_fast(tmp_path):
+    rng = np.random.default_rng(0)
+    want = rng.integers(0, 512, 1_000_000)
+    f = tmp_path / "big.txt"
+    f.write_text("\n".join(map(str, want.tolist())) + "\n")
+    assert np.array_equal(external_parts(f, want.size, 512), want)
+
+
+# ---------------------------------------------------------------------------
+# dispatcher
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model, kwargs", [
+    ("random", {}),
+    ("contiguous", {}),
+    ("graph", {}),
+    ("hypergraph", {}),
+    ("hypergraph", {"partitioner": "kahypar", "preset": "fast"}),
+])
+def test_compute_parts(grid_hat, model, kwargs):
+    parts, info = compute_parts(model, grid_hat, 4, epsilon=EPS, seed=2, **kwargs)
+    check_valid(parts, grid_hat.shape[0], 4)
+    assert info["model"] == model and info["nparts"] == 4
+    assert info["partition_s"] >= 0
+    assert "numpy" in info["versions"]
+    if model in ("graph", "hypergraph"):
+        assert info["epsilon"] == EPS and info["seed"] == 2 and info["partitioner"]
+        tool = "pymetis" if model == "graph" else info["partitioner"]
+        assert tool in info["versions"]
+    if model == "hypergraph":
+        assert info["preset"]
+    import json
+
+    json.dumps(info)
+
+
+def test_compute_parts_external(grid_hat, tmp_path):
+    n = grid_hat.shape[0]
+    f = tmp_path / "p.txt"
+    f.write_text("\n".join(str(i % 3) for i in range(n)))
+    parts, info = compute_parts("external", grid_hat, 3, parts_file=f)
+    assert parts.tolist() == [i % 3 for i in range(n)]
+    assert info["parts_file"] == str(f) and len(info["parts_file_sha256"]) == 64
+    with pytest.raises(InputError, match="part file"):
+        compute_parts("external", grid_hat, 3)
+
+
+def test_compute_parts_unknown_and_not_yet(grid_hat):
+    with pytest.raises(InputError, match="not available yet"):
+        compute_parts("stochastic", grid_hat, 2)
+    with pytest.raises(InputError, match="unknown partitioning model"):
+        compute_parts("spectral", grid_hat, 2)
+    with pytest.raises(InputError, match="METIS"):
+        compute_parts("graph", grid_hat, 2, partitioner="kahypar")
