@@ -34,7 +34,7 @@ GRAPHS = {
 MODELS = {"RP": "random", "GP": "graph", "HP": "hypergraph"}
 
 
-def measure(name: str, parts_list: list[int], seed: int) -> list[dict]:
+def measure(name: str, parts_list: list[int], seed: int, hp_preset: str | None) -> list[dict]:
     path, symmetrize = GRAPHS[name]
     graph = load_graph(str(DATASETS / path), symmetrize=symmetrize)
     a_hat = normalized_adjacency(graph.adj)
@@ -42,7 +42,8 @@ def measure(name: str, parts_list: list[int], seed: int) -> list[dict]:
     for nparts in parts_list:
         for label, model in MODELS.items():
             start = time.perf_counter()
-            parts, info = compute_parts(model, a_hat, nparts, epsilon=0.03, seed=seed)
+            preset = hp_preset if model == "hypergraph" else None
+            parts, info = compute_parts(model, a_hat, nparts, epsilon=0.03, seed=seed, preset=preset)
             elapsed = time.perf_counter() - start
             m = partition_metrics(a_hat, parts, nparts)
             row = {"graph": name, "n": a_hat.shape[0], "nnz": int(a_hat.nnz), "P": nparts, "model": label,
@@ -57,7 +58,7 @@ def measure(name: str, parts_list: list[int], seed: int) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """Per graph and P: avg/max volume and avg/max messages normalized to RP, plus raw RP values."""
-    out = ["| graph | P | model | avg vol | max vol | avg msgs | max msgs | vol (rows) | GP edge cut / vol | time (s) |",
+    out = ["| graph | P | model (tool, preset) | avg vol | max vol | avg msgs | max msgs | vol (rows) | GP edge cut / vol | time (s) |",
            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     base = {(r["graph"], r["P"]): r for r in rows if r["model"] == "RP"}
     for r in rows:
@@ -68,7 +69,8 @@ def markdown(rows: list[dict]) -> str:
             return f"{r[key][stat] / denom:.2f}" if denom else "-"
 
         cut = f"{r['edge_cut'] / r['volume']['total']:.2f}" if r["model"] == "GP" and r["volume"]["total"] else ""
-        out.append(f"| {r['graph']} | {r['P']} | {r['model']} | {ratio('volume', 'avg')} | {ratio('volume', 'max')} | "
+        tool = f" ({r['partitioner']}, {r['preset']})" if r["preset"] else ""
+        out.append(f"| {r['graph']} | {r['P']} | {r['model']}{tool} | {ratio('volume', 'avg')} | {ratio('volume', 'max')} | "
                    f"{ratio('messages', 'avg')} | {ratio('messages', 'max')} | {r['volume']['total']} | {cut} | "
                    f"{r['partition_s']:.2f} |")
     return "\n".join(out)
@@ -79,11 +81,12 @@ def main() -> None:
     parser.add_argument("--graphs", default=",".join(GRAPHS))
     parser.add_argument("--parts", default="4,16,64,128,512")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hp-preset", help="Mt-KaHyPar preset for HP (default: the project's default)")
     parser.add_argument("--out", default="benchmarks/results/table2.json")
     args = parser.parse_args()
     rows = []
     for name in args.graphs.split(","):
-        rows += measure(name, [int(p) for p in args.parts.split(",")], args.seed)
+        rows += measure(name, [int(p) for p in args.parts.split(",")], args.seed, args.hp_preset)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1) + "\n")
