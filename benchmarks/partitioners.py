@@ -115,7 +115,9 @@ def run_subprocess(args, graph: str, method: str, nparts: int) -> dict:
     tool, _, _ = parse_method(method)
     timeout = args.kahypar_timeout if tool == "kahypar" else args.timeout
     t0 = time.perf_counter()
-    base = {"graph": graph, "method": method, "P": nparts, "epsilon": args.epsilon, "seed": args.seed}
+    # the 1-minute load average: on a shared machine, times taken under load > cores are inflated
+    base = {"graph": graph, "method": method, "P": nparts, "epsilon": args.epsilon, "seed": args.seed,
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -123,7 +125,7 @@ def run_subprocess(args, graph: str, method: str, nparts: int) -> dict:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {**base, "status": "error", "error": " | ".join(tail)}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "loadavg_1m": base["loadavg_1m"]}
 
 
 def table(rows: list[dict]) -> str:
@@ -177,13 +179,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def save(path: Path, rows: list[dict]) -> None:
+    """Write the runs; other top-level keys of an existing file (notes, extra runs) are kept."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.update({
         "date": datetime.date.today().isoformat(),
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
         "note": "km1 = connectivity-1 of the column-net hypergraph = rows of H sent per SpMM (volume_total)",
         "runs": rows,
-    }
+    })
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 

@@ -33,15 +33,36 @@ __all__ = [
 ]
 
 DEFAULT_PARTITIONER = "mtkahypar"
-# Measured on soc-Slashdot0902 with epsilon = 0.03 on 2 cores (see
-# benchmarks/partitioners.py and its results): Mt-KaHyPar's QUALITY preset
-# followed by 3 V-cycles is the cheapest configuration tried that reached the
-# project's km1 targets (<= 28,078 at P=2, <= 69,278 at P=4) for every seed;
-# the plain DEFAULT/QUALITY/HIGHEST_QUALITY presets missed the P=2 target.
-DEFAULT_PRESET = {"mtkahypar": "quality_v3", "kahypar": "fast"}
+# The project default for Mt-KaHyPar is "auto": QUALITY followed by 5 V-cycles
+# for nparts <= AUTO_VCYCLES_MAX_PARTS, the tool's DEFAULT preset above that.
+# Measured on soc-Slashdot0902, epsilon = 0.03, 2 cores (benchmarks/partitioners.py,
+# benchmarks/results/partitioners-2026-11-22.json): the plain DEFAULT, QUALITY and
+# HIGHEST_QUALITY presets missed the project's P=2 target (km1 <= 28,078); QUALITY
+# + 3 V-cycles met it in 5 of 6 runs, QUALITY + 5 V-cycles in 5 of 5 (15-30 s).
+# V-cycles cost 3-5x the time for ~1-2% at P=16..64 and did not finish P=512 in
+# 400 s, hence DEFAULT for large P (P=512: 40 s).
+DEFAULT_PRESET = {"mtkahypar": "auto", "kahypar": "fast"}
+AUTO_VCYCLES_MAX_PARTS = 8
 
 # name -> (Mt-KaHyPar PresetType, number of V-cycles after the first partition)
 MTKAHYPAR_PRESETS = {
+    "auto": None,  # resolved by _resolve_auto()
+    "default": ("DEFAULT", 0),
+    "quality": ("QUALITY", 0),
+    "quality_v3": ("QUALITY", 3),
+    "quality_v5": ("QUALITY", 5),
+    "highest_quality": ("HIGHEST_QUALITY", 0),
+    "deterministic": ("DETERMINISTIC", 0),
+    "deterministic_quality": ("DETERMINISTIC_QUALITY", 0),
+    "large_k": ("LARGE_K", 0),
+}
+
+
+def _resolve_auto(nparts: int) -> str:
+    return "quality_v5" if nparts <= AUTO_VCYCLES_MAX_PARTS else "default"
+
+
+KAHYPAR_PRESETS = {
     "default": ("DEFAULT", 0),
     "quality": ("QUALITY", 0),
     "quality_v3": ("QUALITY", 3),
@@ -142,7 +163,8 @@ def _nets_as_list(indptr: np.ndarray, pins: np.ndarray) -> list[np.ndarray]:
 def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads, vcycles):
     import mtkahypar
 
-    name, preset_vcycles = MTKAHYPAR_PRESETS[preset]
+    resolved = _resolve_auto(nparts) if preset == "auto" else preset
+    name, preset_vcycles = MTKAHYPAR_PRESETS[resolved]
     if not hasattr(mtkahypar.PresetType, name):
         raise InputError(f"Mt-KaHyPar {mtkahypar.__version__} has no preset {name}")
     vcycles = preset_vcycles if vcycles is None else int(vcycles)
@@ -158,7 +180,7 @@ def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, t
     del nets
     phg = hg.partition(ctx)
     parts = np.asarray(phg.get_partition(), dtype=np.int64)
-    info = {"threads": nthreads, "vcycles": vcycles, "mtkahypar_preset": name,
+    info = {"threads": nthreads, "vcycles": vcycles, "resolved_preset": resolved, "mtkahypar_preset": name,
             "km1_reported": int(phg.km1()), "version": _mtkahypar_version()}
     return parts, info
 
@@ -228,8 +250,9 @@ def hypergraph_parts(
     ``epsilon`` bounds every part's weight (nonzeros of its rows) by
     ``(1 + epsilon) * ceil(total / nparts)`` -- the guarantee both tools give.
     ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
-    highest_quality, deterministic, deterministic_quality, large_k, and
-    quality_v3 = quality + 3 V-cycles, the project default) or ``"kahypar"``
+    highest_quality, deterministic, deterministic_quality, large_k;
+    quality_v3 / quality_v5 = quality + 3 / 5 V-cycles; and auto, the project
+    default = quality_v5 for nparts <= 8, default above) or ``"kahypar"``
     (presets: fast, quality -- the ini files in ``partition/presets``).
     ``threads`` and ``vcycles`` (override of the preset's V-cycles) apply to
     Mt-KaHyPar only; threads default to all cores. Only the deterministic

@@ -187,9 +187,12 @@ def test_hypergraph_finds_planted_blocks(sbm_hat):
     assert m["volume"]["total"] < 0.3 * rnd["volume"]["total"]
 
 
-def test_default_is_mtkahypar_quality_with_vcycles(grid_hat):
-    p, info = hypergraph_parts(grid_hat, 3, return_info=True)
-    assert (info["partitioner"], info["preset"], info["vcycles"]) == ("mtkahypar", "quality_v3", 3)
+def test_default_is_mtkahypar_auto(grid_hat):
+    _, info = hypergraph_parts(grid_hat, 3, return_info=True)
+    assert (info["partitioner"], info["preset"]) == ("mtkahypar", "auto")
+    assert (info["resolved_preset"], info["mtkahypar_preset"], info["vcycles"]) == ("quality_v5", "QUALITY", 5)
+    _, info = hypergraph_parts(grid_hat, 9, return_info=True)
+    assert (info["resolved_preset"], info["vcycles"]) == ("default", 0)
     _, info = hypergraph_parts(grid_hat, 3, preset="quality", vcycles=1, return_info=True)
     assert info["vcycles"] == 1 and info["mtkahypar_preset"] == "QUALITY"
 
