@@ -103,8 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
     part.add_argument("--partitioner", choices=["kahypar", "mtkahypar", "metis"],
                       help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")
-    part.add_argument("--preset", help="partitioner preset (mtkahypar: default, quality, highest_quality, "
-                                       "deterministic; kahypar: fast, quality)")
+    part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
+                                       "P <= 8, the tool's default above], default, quality, quality_v3, "
+                                       "quality_v5, highest_quality, deterministic, deterministic_quality, "
+                                       "large_k; kahypar: fast [default], quality)")
     part.add_argument("--epsilon", type=_non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
     part.add_argument("--seed", type=int, default=0,
                       help="seed of the partitioner and of random features (default: 0)")
