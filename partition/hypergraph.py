@@ -63,23 +63,6 @@ def _resolve_auto(nparts: int) -> str:
 
 
 KAHYPAR_PRESETS = {
-    "default": ("DEFAULT", 0),
-    "quality": ("QUALITY", 0),
-    "quality_v3": ("QUALITY", 3),
-    "highest_quality": ("HIGHEST_QUALITY", 0),
-    "deterministic": ("DETERMINISTIC", 0),
-    "deterministic_quality": ("DETERMINISTIC_QUALITY", 0),
-    "large_k": ("LARGE_K", 0),
-}
-KAHYPAR_PRESETS = {
-    "default": "DEFAULT",
-    "quality": "QUALITY",
-    "highest_quality": "HIGHEST_QUALITY",
-    "deterministic": "DETERMINISTIC",
-    "deterministic_quality": "DETERMINISTIC_QUALITY",
-    "large_k": "LARGE_K",
-}
-KAHYPAR_PRESETS = {
     "fast": "kahypar_km1_fast.ini",
     "quality": "kahypar_km1_quality.ini",
 }
