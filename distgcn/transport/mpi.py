@@ -66,9 +66,3 @@ class MPITransport:
         out = np.empty_like(buf)
         self.comm.Allreduce(buf, out, op=_OPS[op])
         return out.tolist()
-
-    def broadcast_object(self, obj: object, root: int = 0) -> object:
-        return self.comm.bcast(obj, root=root)
-
-    def barrier(self) -> None:
-        self.comm.Barrier()
