@@ -29,10 +29,6 @@ class CollectiveInputError(Exception):
         self.printed_here = printed_here
 
 
-def mpi_transport() -> MPITransport:
-    return MPITransport()
-
-
 def ranks_on_this_node(transport: MPITransport) -> int:
     from mpi4py import MPI
 

@@ -9,12 +9,13 @@ import numpy as np
 
 from .distribute import build_and_scatter, load_own_shard
 from .errors import InputError
-from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, mpi_transport, \
-    ranks_on_this_node, set_threads
+from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, ranks_on_this_node, \
+    set_threads
 from .metrics_log import MetricsWriter, format_epoch
 from .prepare import GraphOptions
 from .spmm import choose_kernel
 from .trainer import TrainConfig, Trainer
+from .transport import MPITransport
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -32,7 +33,7 @@ def run_train(args: argparse.Namespace) -> int:
     if (args.partition_dir is None) == (args.graph is None):
         raise InputError("train needs exactly one of DIR (a partition directory) or --graph GRAPH")
     config = _config(args)
-    transport = mpi_transport()
+    transport = MPITransport()
     try:
         return _train(args, config, transport)
     except CollectiveInputError as exc:
