@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from .errors import InputError
+from .jobs_command import add_jobs_parser
+from .report.command import add_report_parser
 
 
 def _positive_int(text: str) -> int:
@@ -86,10 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
                             "Slurm, else the node's cores divided by the ranks on the node")
     train.add_argument("--spmm-kernel", choices=["auto", "torch", "scipy"], default="auto",
-                       help="local sparse product: scipy on one thread, torch CSR on several (default: auto)")
+                       help="local sparse product: scipy on one thread, torch CSR on several or on a GPU "
+                            "(default: auto)")
+    train.add_argument("--backend", choices=["mpi", "gloo", "nccl"],
+                       help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
+                            "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "
+                            "(docs/gpu.md)")
     train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
     train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
-    train.add_argument("--quiet", action="store_true", help="no per-epoch lines; only the summary")
+    train.add_argument("--checkpoint-dir", metavar="D",
+                       help="directory for checkpoints (created; must be visible to every rank)")
+    train.add_argument("--checkpoint-every", type=_positive_int, metavar="K",
+                       help="write a checkpoint every K epochs and after the last one")
+    train.add_argument("--checkpoint-keep", type=_positive_int, default=3, metavar="N",
+                       help="keep the newest N checkpoints (default: 3)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
+                            "there is none, so a requeued job can always pass it)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
+    train.add_argument("--verbose", action="store_true",
+                       help="also each epoch's time split and traffic, and the run's settings")
     train.set_defaults(handler=_run_train)
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
@@ -114,12 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
     part.set_defaults(handler=_run_partition)
 
     stats = commands.add_parser("stats", help="communication metrics of a partition directory")
     stats.add_argument("partition_dir", metavar="DIR")
     stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     stats.set_defaults(handler=lambda args: _run_stats(args))
+    add_report_parser(commands)
+    add_jobs_parser(commands)
     return parser
 
 
@@ -138,7 +159,7 @@ def _run_partition(args: argparse.Namespace) -> int:
                            classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
     write_partition(options, args.out, args.parts, args.model, epsilon=args.epsilon, seed=args.seed,
                     partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
-                    force=args.force, quiet=args.quiet)
+                    force=args.force, quiet=args.quiet, verbose=args.verbose)
     from partition.stats_command import print_stats
 
     if not args.quiet:

@@ -2,7 +2,7 @@
 
 A partition directory (written by ``distgcn partition``) lets every rank read
 only its own file. For small graphs, ``train --graph`` partitions on rank 0
-and sends each rank its shard over MPI, one at a time.
+and sends each rank its shard through the transport, one at a time.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from .errors import InputError
 from .launch import agree
 from .prepare import GraphOptions, prepare_graph
 from .shard import Shard
-from .transport import MPITransport
+from .transport import Transport
 
 META_FILE = "meta.json"
 
@@ -37,7 +37,7 @@ def read_meta(directory: Path) -> dict:
     return meta
 
 
-def load_own_shard(transport: MPITransport, directory: str | Path) -> Shard:
+def load_own_shard(transport: Transport, directory: str | Path) -> Shard:
     """Each rank reads meta.json and its own shard file, checked against the job size."""
     directory = Path(directory)
 
@@ -46,7 +46,7 @@ def load_own_shard(transport: MPITransport, directory: str | Path) -> Shard:
         if int(meta["parts"]) != transport.size:
             raise InputError(
                 f"partition has {meta['parts']} parts but the job has {transport.size} ranks "
-                f"(launch with -n {meta['parts']}, or partition again with --parts {transport.size})",
+                f"(launch {meta['parts']} ranks, or partition again with --parts {transport.size})",
                 path=directory,
             )
         path = directory / shard_filename(transport.rank)
@@ -63,7 +63,7 @@ def load_own_shard(transport: MPITransport, directory: str | Path) -> Shard:
 
 
 def build_and_scatter(
-    transport: MPITransport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03
+    transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03
 ) -> Shard:
     """Rank 0 loads and partitions the graph, then sends every rank its shard."""
     from partition.models import compute_parts
@@ -85,7 +85,7 @@ def build_and_scatter(
             if shard.rank == 0:
                 own = shard
             else:
-                transport.comm.send(shard.to_arrays(), dest=shard.rank, tag=1)
+                transport.send_object(shard.to_arrays(), dest=shard.rank)
         assert own is not None
         return own
-    return Shard.from_arrays(transport.comm.recv(source=0, tag=1), source="shard from rank 0")
+    return Shard.from_arrays(transport.recv_object(source=0), source="shard from rank 0")

@@ -50,5 +50,5 @@ def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> t
     """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask."""
     if p <= 0.0:
         return x
-    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key))
+    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
     return x * keep * (1.0 / (1.0 - p))

@@ -33,7 +33,8 @@ class HaloPlan:
     recv_slices: list[slice]
 
     @classmethod
-    def from_shard(cls, shard: Shard) -> HaloPlan:
+    def from_shard(cls, shard: Shard, device: torch.device = torch.device("cpu")) -> HaloPlan:
+        """The shard's plan, with the index of rows to send on ``device`` (where the rows are packed)."""
         def slices(offsets: np.ndarray) -> list[slice]:
             return [slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:])]
 
@@ -42,7 +43,7 @@ class HaloPlan:
             n_halo=shard.n_halo,
             send_peers=[int(p) for p in shard.send_peers],
             send_slices=slices(shard.send_offsets),
-            send_index=torch.from_numpy(np.ascontiguousarray(shard.send_index, dtype=np.int64)),
+            send_index=torch.from_numpy(np.ascontiguousarray(shard.send_index, dtype=np.int64)).to(device),
             recv_peers=[int(p) for p in shard.recv_peers],
             recv_slices=slices(shard.recv_offsets),
         )
@@ -68,7 +69,7 @@ class HaloExchanger:
         key = (role, width, dtype)
         buf = self._buffers.get(key)
         if buf is None:
-            buf = self._buffers[key] = torch.empty((rows, width), dtype=dtype)
+            buf = self._buffers[key] = torch.empty((rows, width), dtype=dtype, device=self.transport.device)
         return buf
 
     def _count(self, rows: int, messages: int, width: int, itemsize: int) -> None:
@@ -107,6 +108,21 @@ class HaloExchanger:
         )
         self._count(plan.n_halo, len(plan.recv_peers), width, halo_grad.element_size())
         return incoming, exchange
+
+    def in_order(self, receives: Iterator[int], count: int) -> Iterator[int]:
+        """Yield 0..count-1 in order, each as soon as it and every one before it have arrived.
+
+        Adding the senders' contributions in a fixed order makes the sums, and
+        so training, bitwise reproducible for a given partition whatever the
+        arrival order; early messages are still consumed while later ones fly.
+        """
+        arrived = [False] * count
+        next_index = 0
+        for k in self.timed(receives):
+            arrived[k] = True
+            while next_index < count and arrived[next_index]:
+                yield next_index
+                next_index += 1
 
     def timed(self, receives: Iterator[int]) -> Iterator[int]:
         """Wrap a completion iterator so time blocked in it counts as comm wait."""

@@ -1,4 +1,4 @@
-"""Process setup for a run: the transport, compute threads, and agreeing on failures.
+"""Process setup for a run: compute threads, and agreeing on failures across ranks.
 
 A rank that hits bad input must not leave the others waiting in a
 collective: :func:`agree` turns a per-rank outcome into a decision that every
@@ -16,7 +16,7 @@ from typing import TypeVar
 import torch
 
 from .errors import InputError
-from .transport import MPITransport
+from .transport import Transport
 
 T = TypeVar("T")
 
@@ -27,16 +27,6 @@ class CollectiveInputError(Exception):
     def __init__(self, message: str, printed_here: bool):
         super().__init__(message)
         self.printed_here = printed_here
-
-
-def ranks_on_this_node(transport: MPITransport) -> int:
-    from mpi4py import MPI
-
-    node = transport.comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return node.Get_size()
-    finally:
-        node.Free()
 
 
 def default_threads(ranks_per_node: int) -> int:
@@ -55,7 +45,7 @@ def set_threads(threads: int) -> None:
         os.environ[var] = str(threads)
 
 
-def agree(transport: MPITransport, step: Callable[[], T]) -> T:
+def agree(transport: Transport, step: Callable[[], T]) -> T:
     """Run ``step`` on every rank; if any rank raises InputError, all raise CollectiveInputError."""
     error: str | None = None
     result = None
@@ -63,7 +53,7 @@ def agree(transport: MPITransport, step: Callable[[], T]) -> T:
         result = step()
     except InputError as exc:
         error = str(exc)
-    errors = transport.comm.allgather(error)
+    errors = transport.allgather_object(error)
     failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
     if failed:
         first_rank, message = failed[0]
@@ -73,11 +63,11 @@ def agree(transport: MPITransport, step: Callable[[], T]) -> T:
     return result  # type: ignore[return-value]
 
 
-def abort_on_unexpected(transport: MPITransport, exc: BaseException) -> None:
+def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
     """Print the error naming this rank, then take the whole job down (no rank may hang)."""
     sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
     if transport.size > 1:
-        transport.comm.Abort(1)
+        transport.abort()
     raise SystemExit(1)

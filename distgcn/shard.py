@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from .errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -37,6 +37,8 @@ class Shard:
     num_classes: int
     partition_id: str
     """Identifies the partition (graph fingerprint + part vector) that the shard belongs to."""
+    graph_fingerprint: str
+    """The graph's :meth:`~distgcn.graph.Graph.fingerprint`, so a checkpoint can name a wrong graph as such."""
     global_ids: np.ndarray
     """int64 [n_owned]: global vertex id of each owned row, increasing."""
     halo_global_ids: np.ndarray
@@ -95,7 +97,8 @@ class Shard:
             raise InputError("not a distgcn shard (no checksum or format_version)", path=source)
         if int(arrays["format_version"]) != FORMAT_VERSION:
             raise InputError(
-                f"shard format version {int(arrays['format_version'])}, expected {FORMAT_VERSION}",
+                f"shard format version {int(arrays['format_version'])}, expected {FORMAT_VERSION} "
+                "(written by another distgcn release: run 'distgcn partition' again)",
                 path=source,
             )
         stored = str(arrays["checksum"])

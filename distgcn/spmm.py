@@ -1,7 +1,8 @@
 """Distributed sparse-dense product Y = Â H over a 1D row partition, with autograd.
 
 Forward: post the halo exchange, multiply the owned block while rows are in
-flight, then add each sender's halo-block product as its message lands.
+flight, then add each sender's halo-block product as its message lands (in
+sender order, so that the result does not depend on arrival order).
 Backward (Y = Â H  =>  dL/dH = Âᵀ dL/dY): form the halo rows' partial
 products, send them back to their owners while multiplying by the owned
 block's transpose, then add what arrives into the rows that were sent. The
@@ -16,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from .errors import InputError
 from .halo import HaloExchanger
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -24,14 +26,18 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta 
 KERNELS = ("auto", "torch", "scipy")
 
 
-def choose_kernel(kernel: str, threads: int) -> str:
-    """``auto``: scipy's CSR product on one thread, torch's (multi-threaded) otherwise.
+def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:
+    """``auto``: scipy's CSR product on one thread, torch's (multi-threaded, or on a GPU) otherwise.
 
     Measured in benchmarks/spmm_kernels.py (docs/performance-notes.md): on one
     thread scipy was 1.2-1.7x faster than torch CSR; torch can use more threads.
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown SpMM kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
+    if device.type != "cpu":
+        if kernel == "scipy":
+            raise InputError(f"--spmm-kernel scipy runs on the CPU only; the tensors are on {device}")
+        return "torch"
     if kernel == "auto":
         return "scipy" if threads == 1 else "torch"
     return kernel
@@ -40,7 +46,7 @@ def choose_kernel(kernel: str, threads: int) -> str:
 class SparseBlock:
     """A local CSR block and its product with dense tensors, by the chosen kernel."""
 
-    def __init__(self, matrix: sp.csr_matrix, dtype: torch.dtype, kernel: str):
+    def __init__(self, matrix: sp.csr_matrix, dtype: torch.dtype, kernel: str, device: torch.device):
         matrix = sp.csr_matrix(matrix)
         matrix.sort_indices()
         self.empty = matrix.nnz == 0
@@ -54,7 +60,7 @@ class SparseBlock:
                 torch.from_numpy(np.asarray(matrix.data)).to(dtype),
                 size=matrix.shape,
                 check_invariants=False,  # built from a sorted, canonical scipy CSR
-            )
+            ).to(device)
 
     def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense."""
@@ -75,20 +81,21 @@ class DistributedAdjacency:
         self.exchanger = exchanger
         self.n_owned = plan.n_owned
         self.n_halo = plan.n_halo
-        self.owned = SparseBlock(owned_block, dtype, kernel)
-        self.owned_t = SparseBlock(owned_block.T.tocsr(), dtype, kernel)
+        device = exchanger.transport.device
+        self.owned = SparseBlock(owned_block, dtype, kernel, device)
+        self.owned_t = SparseBlock(owned_block.T.tocsr(), dtype, kernel, device)
         halo_csc = sp.csc_matrix(halo_block)
-        self.halo_by_sender = [SparseBlock(halo_csc[:, s].tocsr(), dtype, kernel) for s in plan.recv_slices]
-        self.halo_t = SparseBlock(halo_block.T.tocsr(), dtype, kernel)
+        self.halo_by_sender = [SparseBlock(halo_csc[:, s].tocsr(), dtype, kernel, device) for s in plan.recv_slices]
+        self.halo_t = SparseBlock(halo_block.T.tocsr(), dtype, kernel, device)
 
     def matmul(self, h: torch.Tensor) -> torch.Tensor:
         """Y = Â H for this rank's rows, H given by its owned rows."""
         h = h.contiguous()
         halo, exchange = self.exchanger.start_forward(h)
-        y = torch.zeros((self.n_owned, h.shape[1]), dtype=h.dtype)
+        y = torch.zeros((self.n_owned, h.shape[1]), dtype=h.dtype, device=h.device)
         self.owned.add_product(y, h)
         slices = self.exchanger.plan.recv_slices
-        for k in self.exchanger.timed(exchange.completed_receives()):
+        for k in self.exchanger.in_order(exchange.completed_receives(), len(slices)):
             self.halo_by_sender[k].add_product(y, halo[slices[k]])
         with self.exchanger.counters.timing("comm_wait_s"):
             exchange.wait_sends()
@@ -101,10 +108,10 @@ class DistributedAdjacency:
         halo_grad.zero_()
         self.halo_t.add_product(halo_grad, g)
         incoming, exchange = self.exchanger.start_reverse(halo_grad)
-        grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype)
+        grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype, device=g.device)
         self.owned_t.add_product(grad, g)
         plan = self.exchanger.plan
-        for k in self.exchanger.timed(exchange.completed_receives()):
+        for k in self.exchanger.in_order(exchange.completed_receives(), len(plan.send_slices)):
             s = plan.send_slices[k]
             grad.index_add_(0, plan.send_index[s], incoming[s])
         with self.exchanger.counters.timing("comm_wait_s"):

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 
-from .distribute import build_and_scatter, load_own_shard
+from .checkpoint import RunIdentity, checkpoint_dir, newest_checkpoint, save_checkpoint
+from .distribute import build_and_scatter, load_own_shard, read_meta
 from .errors import InputError
-from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, ranks_on_this_node, \
-    set_threads
-from .metrics_log import MetricsWriter, format_epoch
+from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, set_threads
+from .launcher import make_transport
+from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from .prepare import GraphOptions
+from .progress import Progress
+from .safe_io import open_output
 from .spmm import choose_kernel
-from .trainer import TrainConfig, Trainer
-from .transport import MPITransport
+from .trainer import TrainConfig, Trainer, TrainingDiverged
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -32,46 +37,118 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 def run_train(args: argparse.Namespace) -> int:
     if (args.partition_dir is None) == (args.graph is None):
         raise InputError("train needs exactly one of DIR (a partition directory) or --graph GRAPH")
+    if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
+        raise InputError("--resume and --checkpoint-every need --checkpoint-dir D")
     config = _config(args)
-    transport = MPITransport()
+    transport = make_transport(args.backend)
     try:
         return _train(args, config, transport)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
+        if transport.rank == 0:
+            kept = f"; checkpoints in {args.checkpoint_dir} end before it" if args.checkpoint_dir else ""
+            print(f"distgcn: error: {exc}{kept}", file=sys.stderr)
+        return 3
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(transport, exc)
         return 1
 
 
 def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
-    threads = args.threads or default_threads(ranks_on_this_node(transport))
+    threads = args.threads or default_threads(transport.ranks_on_this_node())
     set_threads(threads)
-    kernel = choose_kernel(args.spmm_kernel, threads)
+    kernel = agree(transport, lambda: choose_kernel(args.spmm_kernel, threads, transport.device))
     root = transport.rank == 0
+    progress = Progress.for_rank(transport.rank, quiet=args.quiet, verbose=args.verbose)
     if args.partition_dir is not None:
-        shard = load_own_shard(transport, args.partition_dir)
+        with progress.phase("loading shards"):
+            shard = load_own_shard(transport, args.partition_dir)
     else:
         options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
                                classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
-        shard = build_and_scatter(transport, options, args.partition, args.seed)
+        with progress.phase(f"partitioning on rank 0 ({args.partition}) and sending shards"):
+            shard = build_and_scatter(transport, options, args.partition, args.seed)
 
-    writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None))
+    run = _run_header(args, shard, config, transport, threads, kernel) if root else None
+    progress.detail(f"run: {json.dumps(run)}")
     trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel))
+    identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
+    directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir)) if args.checkpoint_dir else None
+    if args.resume:
+        _resume(trainer, transport, directory, identity, args.quiet)
+    resume_after = trainer.completed_epochs if args.resume else None
+    writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None, run, resume_after))
     last: dict = {}
-    for record in trainer.epochs():
-        last = record
-        if root:
-            writer.write(record)
-            if not args.quiet:
-                print(format_epoch(record), flush=True)
+    with progress.phase("training", total=config.epochs - trainer.completed_epochs) as phase:
+        for record in trainer.epochs():
+            last = record
+            phase.advance()
+            if root:
+                writer.write(record)
+                if not args.quiet:
+                    progress.echo(format_epoch(record))
+                if progress.verbose:
+                    progress.echo(format_epoch_detail(record))
+            epoch = record["epoch"]
+            if directory is not None and args.checkpoint_every and (
+                    epoch % args.checkpoint_every == 0 or epoch == config.epochs):
+                agree(transport, lambda: save_checkpoint(directory, epoch, trainer.state_dict(), identity,
+                                                         args.checkpoint_keep) if root else None)
     if root:
         writer.close()
         if args.save_weights:
-            np.savez(args.save_weights, *trainer.weights())
-        print(_summary(last, transport.size), flush=True)
+            with open_output(Path(args.save_weights), binary=True) as fh:
+                np.savez(fh, *trainer.weights())
+        if last:
+            print(_summary(last, transport.size), flush=True)
+        else:
+            print(f"done: the checkpoint is at epoch {trainer.completed_epochs} >= --epochs {config.epochs}; "
+                  "nothing left to train", flush=True)
     return 0
+
+
+def _resume(trainer: Trainer, transport, directory, identity: RunIdentity, quiet: bool) -> None:
+    """Load the newest sound checkpoint on every rank (the directory must be visible to all ranks)."""
+    root = transport.rank == 0
+
+    def warn(message: str) -> None:
+        if root:
+            print(f"distgcn: {message}", file=sys.stderr, flush=True)
+
+    contents = agree(transport, lambda: newest_checkpoint(directory, identity, warn))
+    epoch = contents["epoch"] if contents is not None else 0
+    high, negated_low = transport.allreduce([epoch, -epoch], op="max")
+    if high != -negated_low:
+        raise CollectiveInputError(f"ranks found different newest checkpoints (epochs {int(-negated_low)} to "
+                                   f"{int(high)}): put --checkpoint-dir on a filesystem every rank sees",
+                                   printed_here=root)
+    if contents is not None:
+        trainer.load_state_dict(contents["state"])
+    if root and not quiet:
+        print(f"resuming after epoch {epoch} from {directory}" if contents is not None
+              else f"no checkpoint in {directory}; starting at epoch 1", flush=True)
+
+
+def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport, threads: int, kernel: str) -> dict:
+    """What produced a metrics file, so that reports can group runs by P, partition model and graph."""
+    if args.partition_dir is not None:
+        meta = read_meta(Path(args.partition_dir))
+        graph = {key: meta.get("graph", {}).get(key) for key in ("name", "fingerprint", "spec")}
+        model = meta.get("model")
+    else:
+        graph, model = {"name": None, "fingerprint": None, "spec": args.graph}, args.partition
+    try:
+        distgcn_version = version("distgcn")
+    except PackageNotFoundError:
+        distgcn_version = None
+    return {"ranks": transport.size, "partition_model": model, "partition_id": shard.partition_id,
+            "partition_dir": args.partition_dir, "graph": graph, "layers": config.layers,
+            "widths": config.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": config.dtype,
+            "epochs": config.epochs, "seed": config.seed, "threads": threads, "spmm_kernel": kernel,
+            "backend": transport.backend, "distgcn_version": distgcn_version}
 
 
 def _make_trainer(shard, transport, config: TrainConfig, kernel: str) -> Trainer:

@@ -8,6 +8,8 @@ gradients (the allreduce) is exactly the single-process gradient.
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .checkpoint import capture_rng_states, restore_rng_states
 from .counters import CommCounters
 from .faults import maybe_fail
 from .gradsync import GradientSync
@@ -48,6 +51,14 @@ class TrainConfig:
         return [num_features] + hidden + [num_classes]
 
 
+class TrainingDiverged(RuntimeError):
+    """The global loss became NaN or infinite; every rank raises it in the same epoch."""
+
+    def __init__(self, epoch: int, loss: float):
+        super().__init__(f"loss is {loss} at epoch {epoch}: training diverged (lower --lr, or use float64)")
+        self.epoch = epoch
+
+
 def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -65,14 +76,15 @@ class Trainer:
         self.config = config
         dtype = DTYPES[config.dtype]
         self.counters = CommCounters()
-        plan = HaloPlan.from_shard(shard)
+        device = transport.device
+        plan = HaloPlan.from_shard(shard, device)
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0)
         self.adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, dtype, kernel)
-        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(dtype)
-        self.labels = torch.from_numpy(shard.labels.astype(np.int64))
+        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
+        self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
-            name: torch.from_numpy(np.asarray(mask, dtype=bool))
+            name: torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
             for name, mask in (("train", shard.train_mask), ("val", shard.val_mask), ("test", shard.test_mask))
         }
         counts = transport.allreduce([int(m.sum()) for m in self.masks.values()])
@@ -80,9 +92,12 @@ class Trainer:
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
         num_features = int(transport.allreduce([self.features.shape[1]], op="max")[0])
-        self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed, dtype)
+        self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed,
+                         dtype).to(device)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
+        self.completed_epochs = 0
+        """Epochs already trained (by this run or the checkpoint it resumed from)."""
 
     def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
         return spmm(self.adjacency, h)
@@ -113,13 +128,17 @@ class Trainer:
 
     def epochs(self) -> Iterator[dict]:
         """Train, yielding one metrics record per epoch (identical on every rank)."""
-        for epoch in range(1, self.config.epochs + 1):
+        for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
             self.counters.reset()
             start = time.perf_counter()
             loss_share = self.train_epoch(epoch)
             correct = self.correct_counts(epoch)
             epoch_s = time.perf_counter() - start
-            yield self._reduce_metrics(epoch, loss_share, correct, epoch_s)
+            record = self._reduce_metrics(epoch, loss_share, correct, epoch_s)
+            if not math.isfinite(record["loss"]):
+                raise TrainingDiverged(epoch, record["loss"])
+            self.completed_epochs = epoch
+            yield record
 
     def _reduce_metrics(self, epoch: int, loss_share: float, correct: list[int], epoch_s: float) -> dict:
         c = self.counters
@@ -154,6 +173,24 @@ class Trainer:
             "spmm_exchanges": int(maxima[5]),
         }
 
+    def model_config(self) -> str:
+        """Everything that shapes the model and its updates, canonically; a checkpoint must match it."""
+        c = self.config
+        return json.dumps({"widths": self.model.widths, "dropout": c.dropout, "lr": c.lr,
+                           "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
+                           "dtype": c.dtype}, sort_keys=True)
+
+    def state_dict(self) -> dict:
+        """What a checkpoint holds: identical on every rank, since the weights are replicated."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "completed_epochs": self.completed_epochs, "rng": capture_rng_states()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.completed_epochs = int(state["completed_epochs"])
+        restore_rng_states(state["rng"])
+
     def weights(self) -> list[np.ndarray]:
         """Current parameters (identical on every rank), weights then biases."""
-        return [p.detach().numpy().copy() for p in self.model.parameters()]
+        return [p.detach().cpu().numpy().copy() for p in self.model.parameters()]

@@ -19,9 +19,7 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ import numpy as np
 from distgcn.distribute import META_FILE, shard_filename
 from distgcn.errors import InputError
 from distgcn.prepare import GraphOptions, prepare_graph
+from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 
 from .metrics import partition_metrics
 from .models import compute_parts
@@ -37,34 +36,30 @@ from .shards import iter_shards, partition_id
 META_VERSION = 1
 
 
-def _log(message: str, start: float, quiet: bool, *, transient: bool = False) -> None:
-    """A timestamped phase line on stderr; on a terminal, ``transient`` lines overwrite each other."""
-    if quiet:
-        return
-    line = f"[{time.perf_counter() - start:7.1f}s] {message}"
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K" + line + ("" if transient else "\n"))
-        sys.stderr.flush()
-    elif not transient or message.endswith(" 100%"):
-        print(line, file=sys.stderr, flush=True)
-
-
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-                    parts_file: str | None = None, force: bool = False, quiet: bool = False) -> dict:
-    """Load, partition, measure and shard a graph; return the metadata written to meta.json."""
+                    parts_file: str | None = None, force: bool = False, quiet: bool = False,
+                    verbose: bool = False) -> dict:
+    """Load, partition, measure and shard a graph; return the metadata written to meta.json.
+
+    Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
+    """
     out = Path(out)
     if out.exists() and not (out.is_dir() and not any(out.iterdir())) and not force:
         raise InputError("output exists and is not an empty directory (pass --force to replace it)", path=out)
-    start = time.perf_counter()
-    _log(f"loading {options.spec}", start, quiet)
-    graph, a_hat = prepare_graph(options)
-    _log(f"loaded: {graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â; partitioning ({model}, P={nparts})",
-         start, quiet)
-    parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                preset=preset, parts_file=parts_file)
-    _log(f"partitioned in {info['partition_s']:.2f}s; measuring communication", start, quiet)
-    metrics = partition_metrics(a_hat, parts, nparts)
+    progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
+    with progress.phase(f"loading {options.spec}") as phase:
+        graph, a_hat = prepare_graph(options)
+        phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
+    with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
+        parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                                    preset=preset, parts_file=parts_file)
+        phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
+    progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
+    with progress.phase("measuring communication") as phase:
+        metrics = partition_metrics(a_hat, parts, nparts)
+        phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
+                     f"imbalance {metrics['imbalance']:.3f}")
     fingerprint = graph.fingerprint()
     pid = partition_id(fingerprint, parts, nparts)
 
@@ -76,13 +71,14 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     try:
         np.save(staging / "parts.npy", parts.astype(np.int64))
         shards = []
-        for shard in iter_shards(graph, a_hat, parts, nparts, pid):
-            name = shard_filename(shard.rank)
-            checksum = shard.save(staging / name)
-            shards.append({"rank": shard.rank, "file": name, "sha256": checksum,
-                           "n_owned": shard.n_owned, "n_halo": shard.n_halo})
-            _log(f"writing shards {shard.rank + 1}/{nparts} {100 * (shard.rank + 1) // nparts:3d}%", start, quiet,
-                 transient=True)
+        with progress.phase("writing shards", total=nparts) as phase:
+            for shard in iter_shards(graph, a_hat, parts, nparts, pid):
+                name = shard_filename(shard.rank)
+                checksum = shard.save(staging / name)
+                shards.append({"rank": shard.rank, "file": name, "sha256": checksum,
+                               "n_owned": shard.n_owned, "n_halo": shard.n_halo})
+                progress.detail(f"{name}: {shard.n_owned} owned rows, {shard.n_halo} halo rows")
+                phase.advance()
         meta = {
             "format_version": META_VERSION,
             "partition_id": pid,
@@ -118,5 +114,5 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _log(f"wrote {out} ({nparts} shards)", start, quiet)
+    progress.info(f"wrote {out} ({nparts} shards)")
     return meta

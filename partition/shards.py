@@ -53,6 +53,7 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     recv_owner = send_owner[by_receiver]
     recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
 
+    graph_fingerprint = graph.fingerprint()
     labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
     features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
     masks = [m if m is not None else np.zeros(n, dtype=bool) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
@@ -85,6 +86,7 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
             n_global=n,
             num_classes=graph.num_classes,
             partition_id=pid,
+            graph_fingerprint=graph_fingerprint,
             global_ids=owned.copy(),
             halo_global_ids=halo_cols.copy(),
             owned_block=local[:, :n_owned].tocsr(),

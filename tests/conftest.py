@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from slurm_cluster import slurm_cluster  # noqa: F401 - the session fixture, for every test module
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"

@@ -2,10 +2,27 @@
 
 A transport offers point-to-point exchanges that complete receive by receive
 (so computation can consume each arriving block), non-blocking in-place sums
-for gradients, and small blocking reductions for metrics.
+for gradients, and small blocking reductions for metrics. The back ends are
+imported on first use: a torchrun job never initializes MPI, and an MPI job
+never imports torch.distributed's transport.
 """
 
-from .base import Exchange, Transport
-from .mpi import MPITransport
+from __future__ import annotations
 
-__all__ = ["Exchange", "Transport", "MPITransport"]
+from typing import Any
+
+from .base import Exchange, Transport
+
+__all__ = ["Exchange", "Transport", "MPITransport", "TorchDistTransport"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MPITransport":
+        from .mpi import MPITransport
+
+        return MPITransport
+    if name == "TorchDistTransport":
+        from .torch_dist import TorchDistTransport
+
+        return TorchDistTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,14 @@
-"""The transport interface shared by the MPI and torch.distributed back ends."""
+"""The transport interface shared by the MPI and torch.distributed back ends.
+
+Everything outside ``distgcn/transport/`` talks to other ranks through this
+protocol only, so the plan, the SpMM, the models and the trainer are the same
+code whichever library moves the bytes and whichever device holds them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, NoReturn, Protocol
 
 import torch
 
@@ -25,8 +30,12 @@ class PendingReduction(Protocol):
 
 
 class Transport(Protocol):
+    backend: str
+    """mpi, gloo or nccl: what moves the bytes (recorded with a run's metrics)."""
     rank: int
     size: int
+    device: torch.device
+    """Where this rank's tensors live (the CPU, or the GPU chosen for the rank)."""
 
     def exchange(
         self, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]]
@@ -40,4 +49,24 @@ class Transport(Protocol):
 
     def allreduce(self, values: Sequence[float], op: str = "sum") -> list[float]:
         """Blocking reduction of a few scalars (``op``: sum, max or min)."""
+        ...
+
+    def allgather_object(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (small and picklable), in rank order, on every rank."""
+        ...
+
+    def send_object(self, value: Any, dest: int) -> None:
+        """Blocking send of a picklable object (shards sent from rank 0)."""
+        ...
+
+    def recv_object(self, source: int) -> Any:
+        """Blocking receive of an object sent with :meth:`send_object`."""
+        ...
+
+    def ranks_on_this_node(self) -> int:
+        """How many ranks of the job share this node (they share its cores)."""
+        ...
+
+    def abort(self) -> NoReturn:
+        """End the whole job now, from any one rank, so no other rank waits forever."""
         ...

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
 _HALO_TAG = 17
+_OBJECT_TAG = 1
 _OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
 
@@ -46,6 +48,9 @@ class _MPIReduction:
 class MPITransport:
     """Point-to-point and collectives on an MPI communicator (COMM_WORLD by default)."""
 
+    backend = "mpi"
+    device = torch.device("cpu")
+
     def __init__(self, comm: MPI.Comm | None = None):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
@@ -66,3 +71,23 @@ class MPITransport:
         out = np.empty_like(buf)
         self.comm.Allreduce(buf, out, op=_OPS[op])
         return out.tolist()
+
+    def allgather_object(self, value: Any) -> list[Any]:
+        return self.comm.allgather(value)
+
+    def send_object(self, value: Any, dest: int) -> None:
+        self.comm.send(value, dest=dest, tag=_OBJECT_TAG)
+
+    def recv_object(self, source: int) -> Any:
+        return self.comm.recv(source=source, tag=_OBJECT_TAG)
+
+    def ranks_on_this_node(self) -> int:
+        node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            return node.Get_size()
+        finally:
+            node.Free()
+
+    def abort(self) -> NoReturn:
+        self.comm.Abort(1)
+        raise SystemExit(1)  # Abort does not return; this satisfies the type checker

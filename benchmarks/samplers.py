@@ -1,0 +1,164 @@
+"""Sampler throughput: sampled vertices per second on one core, and the frontier pop structure.
+
+For each graph and sampler: the time of ``sample_vertices`` (draws + dedupe)
+and of ``sample`` (plus the induced subgraph), reported as distinct sampled
+vertices per second on one thread (BLAS/OpenMP pinned to 1 before numpy
+loads; the samplers are single-threaded numpy anyway). Then the frontier
+walk with the Fenwick tree against the naive O(m) cumulative sum, for several
+frontier sizes m, as steps (= sampled vertices) per second.
+
+    python benchmarks/samplers.py            # soc-Slashdot0902 and synthetic:rmat,scale=20
+    python benchmarks/samplers.py --graphs synthetic:sbm --min-time 0.5
+
+Writes benchmarks/results/samplers-<UTC date>.json and prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from distgcn.data import load_graph  # noqa: E402
+from distgcn.graph import normalized_adjacency  # noqa: E402
+from distgcn.sampling import (  # noqa: E402
+    SAMPLERS,
+    SamplingGraph,
+    frontier_walk_dashboard,
+    frontier_walk_naive,
+    frontier_walk_tree,
+    make_sampler,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SLASHDOT = ROOT.parent / "shared" / "datasets" / "soc-Slashdot0902" / "soc-Slashdot0902.txt.gz"
+
+
+def repeat_for(fn, min_time: float, min_reps: int) -> tuple[int, float, list]:
+    """Call fn until both min_reps calls and min_time seconds are done; return (reps, seconds, outputs)."""
+    outs, reps, start = [], 0, time.perf_counter()
+    while reps < min_reps or time.perf_counter() - start < min_time:
+        outs.append(fn())
+        reps += 1
+    return reps, time.perf_counter() - start, outs
+
+
+def bench_samplers(name: str, graph: SamplingGraph, batch: int, min_time: float) -> list[dict]:
+    rows = []
+    for sampler_name in SAMPLERS:
+        t0 = time.perf_counter()
+        sampler = make_sampler(sampler_name, graph, batch)
+        setup = time.perf_counter() - t0
+        rng = np.random.default_rng(0)
+        reps, secs, outs = repeat_for(lambda: sampler.sample_vertices(rng), min_time, 3)
+        vertices = sum(o.size for o in outs)
+        rng = np.random.default_rng(0)
+        reps_s, secs_s, subs = repeat_for(lambda: sampler.sample(rng), min_time, 3)
+        row = {
+            "graph": name, "sampler": sampler_name, "batch_size": batch,
+            "options": {k: getattr(sampler, k) for k in ("walk_length", "num_roots", "frontier_size", "pop")
+                        if hasattr(sampler, k)},
+            "setup_s": round(setup, 3),
+            "mean_vertices": round(vertices / reps, 1),
+            "mean_edges": round(sum(s.num_edges for s in subs) / reps_s, 1),
+            "vertices_per_s": round(vertices / secs),
+            "samples_per_s": round(reps / secs, 2),
+            "with_subgraph_vertices_per_s": round(sum(s.num_vertices for s in subs) / secs_s),
+            "with_subgraph_samples_per_s": round(reps_s / secs_s, 2),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def bench_frontier(name: str, graph: SamplingGraph, sizes: list[int], steps: int, min_time: float) -> list[dict]:
+    rows = []
+    starts = np.flatnonzero(graph.deg > 0)
+    for m in sizes:
+        frontier = np.random.default_rng(m).choice(starts, size=m, replace=False)
+        row = {"graph": name, "m": m, "steps": steps}
+        walks = {}
+        for label, walk in (("tree", frontier_walk_tree), ("dashboard", frontier_walk_dashboard),
+                            ("naive", frontier_walk_naive)):
+            reps, secs, outs = repeat_for(lambda: walk(graph, frontier, steps, np.random.default_rng(1)), min_time, 1)
+            walks[label] = outs[0]
+            row[f"{label}_steps_per_s"] = round(reps * steps / secs)
+        row["tree_equals_naive"] = bool(np.array_equal(walks["tree"], walks["naive"]))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", default=f"{SLASHDOT},synthetic:rmat,scale=20",
+                        help="comma-separated; a 'synthetic:' spec takes the rest of the list as its keys")
+    parser.add_argument("--batch-size", type=int, default=8000)
+    parser.add_argument("--frontier-sizes", default="100,1000,10000,100000")
+    parser.add_argument("--frontier-steps", type=int, default=5000)
+    parser.add_argument("--min-time", type=float, default=3.0, help="seconds per measurement (at least)")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    specs, text = [], args.graphs
+    if "synthetic:" in text:
+        head, _, tail = text.partition("synthetic:")
+        specs = [s for s in head.split(",") if s] + ["synthetic:" + tail]
+    else:
+        specs = [s for s in text.split(",") if s]
+
+    load_start = os.getloadavg()
+    results = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
+               "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                           "numpy": np.__version__, "cpus": os.cpu_count(), "threads": 1,
+                           "loadavg_start": load_start},
+               "samplers": [], "frontier": []}
+    try:
+        results["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                               text=True).stdout.strip()
+    except OSError:
+        pass
+    for spec in specs:
+        t0 = time.perf_counter()
+        g = load_graph(spec)
+        a = normalized_adjacency(g.adj)
+        graph = SamplingGraph(a)
+        name = Path(spec).name.split(".")[0] if not spec.startswith("synthetic:") else spec
+        print(f"# {name}: n={graph.n} nnz(Â)={graph.nnz} load {time.perf_counter() - t0:.1f}s", flush=True)
+        results["samplers"] += bench_samplers(name, graph, args.batch_size, args.min_time)
+        sizes = [int(m) for m in args.frontier_sizes.split(",") if int(m) <= (graph.deg > 0).sum()]
+        results["frontier"] += bench_frontier(name, graph, sizes, args.frontier_steps, args.min_time)
+        del g, a, graph
+    results["machine"]["loadavg_end"] = os.getloadavg()
+
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / \
+        f"samplers-{datetime.datetime.now(datetime.timezone.utc).date().isoformat()}.json"
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"\nwrote {out}\n")
+    print("| graph | sampler | N | mean vertices | mean edges | vertices/s (draw) | vertices/s (with subgraph) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results["samplers"]:
+        print(f"| {r['graph']} | {r['sampler']} | {r['batch_size']} | {r['mean_vertices']:.0f} | "
+              f"{r['mean_edges']:.0f} | {r['vertices_per_s']:,} | {r['with_subgraph_vertices_per_s']:,} |")
+    print("\n| graph | m | Fenwick tree steps/s | Dashboard steps/s | naive steps/s | tree = naive |")
+    print("|---|---|---|---|---|---|")
+    for r in results["frontier"]:
+        print(f"| {r['graph']} | {r['m']} | {r['tree_steps_per_s']:,} | {r['dashboard_steps_per_s']:,} | "
+              f"{r['naive_steps_per_s']:,} | {r['tree_equals_naive']} |")
+
+
+if __name__ == "__main__":
+    main()

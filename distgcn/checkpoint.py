@@ -1,0 +1,168 @@
+"""Training snapshots: written atomically, verified on read, tied to one graph, partition and model.
+
+A checkpoint file is ``MAGIC``, the SHA-256 of the payload (64 hex digits),
+then the payload: a ``torch.save`` of plain tensors, dicts, lists, numbers and
+strings, read back with ``torch.load(weights_only=True)`` so that opening a
+checkpoint can never run code. Files are written to a temporary name in the
+same directory, fsynced and renamed, so a job killed mid-write leaves the
+previous checkpoints intact; the newest that verifies is the one resumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import random
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import InputError
+from .safe_io import open_new_file, prepare_output_dir
+
+MAGIC = b"DISTGCN-CHECKPOINT-1\n"
+DIGEST_LEN = 64
+NAME = re.compile(r"^checkpoint-(\d{8})\.pt$")
+
+
+def checkpoint_path(directory: Path, epoch: int) -> Path:
+    return directory / f"checkpoint-{epoch:08d}.pt"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a checkpoint must match to be resumed: the same graph, partition and model."""
+
+    graph_fingerprint: str
+    partition_id: str
+    model_config: str
+    """A canonical description of everything that shapes the model and its updates (not the epoch count)."""
+
+    def mismatch(self, other: dict) -> str | None:
+        """Why a checkpoint with identity ``other`` cannot be resumed here, or None."""
+        for key, what in (("graph_fingerprint", "graph"), ("partition_id", "partition"),
+                          ("model_config", "model configuration")):
+            if other.get(key) != getattr(self, key):
+                return (f"it was written for another {what} ({key} {other.get(key)!r}, "
+                        f"this run has {getattr(self, key)!r})")
+        return None
+
+
+class CheckpointError(InputError):
+    """A checkpoint that cannot be used (corrupt, truncated, or not a checkpoint)."""
+
+
+def save_checkpoint(directory: Path, epoch: int, state: dict, identity: RunIdentity, keep: int) -> Path:
+    """Write ``state`` as the checkpoint of ``epoch`` and keep only the newest ``keep`` checkpoints."""
+    buffer = io.BytesIO()
+    torch.save({"epoch": epoch, "identity": asdict(identity), "state": state}, buffer)
+    payload = buffer.getvalue()
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    final = checkpoint_path(directory, epoch)
+    temporary = directory / f".{final.name}.tmp-{os.getpid()}"
+    try:
+        temporary.unlink(missing_ok=True)  # a leftover of a killed writer, or a planted symlink (not followed)
+        with open_new_file(temporary) as fh:
+            fh.write(MAGIC + digest + payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, final)
+        _fsync_directory(directory)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise InputError(f"cannot write checkpoint ({exc.strerror or exc})", path=final) from None
+    for old in list_checkpoints(directory)[:-keep]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Checkpoint files in ``directory``, oldest epoch first."""
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.iterdir() if NAME.match(p.name) and p.is_file() and not p.is_symlink()]
+    return sorted(found, key=lambda p: int(NAME.match(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def read_checkpoint(path: Path) -> dict:
+    """The verified contents of one checkpoint file; CheckpointError if it is damaged."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint ({exc.strerror})", path=path) from None
+    header = len(MAGIC) + DIGEST_LEN
+    if len(data) < header or not data.startswith(MAGIC):
+        raise CheckpointError("not a distgcn checkpoint (bad header)", path=path)
+    digest, payload = data[len(MAGIC):header].decode("ascii", "replace"), data[header:]
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise CheckpointError("checkpoint is truncated or corrupt (checksum mismatch)", path=path)
+    try:
+        contents = torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable payload is a damaged checkpoint
+        raise CheckpointError(f"checkpoint payload unreadable ({type(exc).__name__})", path=path) from None
+    if not isinstance(contents, dict) or not {"epoch", "identity", "state"} <= contents.keys():
+        raise CheckpointError("checkpoint lacks epoch, identity or state", path=path)
+    return contents
+
+
+def newest_checkpoint(directory: Path, identity: RunIdentity,
+                      warn: Callable[[str], None] | None = None) -> dict | None:
+    """The newest checkpoint in ``directory`` that verifies, or None if there is none.
+
+    A damaged file is skipped with a warning (the previous one is used); a
+    sound checkpoint of another graph, partition or model is refused outright,
+    since resuming from it would silently train something else.
+    """
+    warn = warn or (lambda message: warnings.warn(message, stacklevel=2))
+    for path in reversed(list_checkpoints(directory)):
+        try:
+            contents = read_checkpoint(path)
+        except CheckpointError as exc:
+            warn(f"warning: skipping {exc}; trying the previous checkpoint")
+            continue
+        reason = identity.mismatch(contents["identity"])
+        if reason is not None:
+            raise InputError(f"refusing to resume: {reason}", path=path)
+        return contents
+    return None
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable: the directory entry itself must reach the disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checkpoint_dir(path: str | Path) -> Path:
+    """Create (if needed) and check the checkpoint directory."""
+    return prepare_output_dir(Path(path), what="checkpoint directory")
+
+
+def capture_rng_states() -> dict:
+    """The global generators of torch, numpy and Python, as weights-only-loadable values."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "python": {"version": version, "internal": list(internal), "gauss": gauss},
+    }
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    n = states["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["position"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    p = states["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))

@@ -1,0 +1,177 @@
+"""Which launcher started this process, and the transport it calls for (``--backend``).
+
+Launchers announce themselves through the environment: torchrun sets RANK,
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; srun sets SLURM_* (and
+nothing torch.distributed reads, so the rendezvous is derived from them); MPI
+launchers set PMI_RANK/PMI_SIZE (MPICH's hydra) or OMPI_COMM_WORLD_* (Open
+MPI). Under an MPI launcher the torch back ends take rank and size from MPI
+itself, and rank 0 hands out the address of the rendezvous store over MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+
+from .errors import InputError
+from .transport import Transport
+
+BACKENDS = ("mpi", "gloo", "nccl")
+TIMEOUT = timedelta(minutes=10)
+"""How long a torch.distributed operation may wait for a silent peer before failing.
+
+A rank that fails takes the job down at once (see launch.abort_on_unexpected);
+this only bounds a peer that hangs without exiting."""
+
+_MPI_RANK_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where this process sits in the job, as its launcher described it."""
+
+    launcher: str
+    """torchrun, mpi, srun, or none (a single process started by hand)."""
+    rank: int
+    world_size: int
+    local_rank: int
+    """-1 under an MPI launcher until MPI itself is asked (see _store_over_mpi)."""
+    master_addr: str | None = None
+    master_port: int | None = None
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    text = env[name]
+    if not text.strip().isdigit():
+        raise InputError(f"environment variable {name}={text!r}: expected a non-negative integer")
+    return int(text)
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a Slurm host list such as ``gpu[003-005,9],login1`` (here ``gpu003``)."""
+    match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if match is None:
+        raise InputError(f"cannot read the Slurm node list {nodelist!r}")
+    prefix, ranges = match.groups()
+    if ranges is None:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def detect(env: Mapping[str, str]) -> Launch:
+    """The launcher of this process, from its environment: torchrun, then MPI, then srun.
+
+    MPI's variables win over Slurm's: srun --mpi=pmi2 sets both (and they
+    agree), while mpiexec inside a batch script inherits the script's
+    SLURM_PROCID, which is not the rank.
+    """
+    if "RANK" in env and "WORLD_SIZE" in env:
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in env]
+        if missing:
+            raise InputError(f"RANK and WORLD_SIZE are set but {' and '.join(missing)} not (launch with torchrun)")
+        local_rank = _int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0
+        return Launch("torchrun", _int(env, "RANK"), _int(env, "WORLD_SIZE"), local_rank, env["MASTER_ADDR"],
+                      _int(env, "MASTER_PORT"))
+    for rank_var, size_var in _MPI_RANK_VARS:
+        if rank_var in env and size_var in env:
+            return Launch("mpi", _int(env, rank_var), _int(env, size_var), -1)
+    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env:
+        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or socket.gethostname()
+        size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+        port = _int(env, "MASTER_PORT") if "MASTER_PORT" in env else 20000 + _int(env, "SLURM_JOB_ID") % 20000
+        return Launch("srun", _int(env, "SLURM_PROCID"), _int(env, size_var), _int(env, "SLURM_LOCALID"),
+                      env.get("MASTER_ADDR") or first_host(nodes), port)
+    return Launch("none", 0, 1, 0)
+
+
+def default_backend(launch: Launch, cuda_available: bool) -> str:
+    """NCCL where a GPU is visible and no MPI launcher started us; MPI otherwise.
+
+    gloo is never chosen silently: torchrun or srun without PMI on CPUs then
+    fails at start saying MPI sees one rank, and names --backend gloo.
+    """
+    return "nccl" if cuda_available and launch.launcher != "mpi" else "mpi"
+
+
+def make_transport(backend: str | None, env: Mapping[str, str] | None = None) -> Transport:
+    """Start this rank's transport for ``--backend`` (None: :func:`default_backend`)."""
+    env = os.environ if env is None else env
+    launch = detect(env)
+    if backend is None:
+        backend = default_backend(launch, torch.cuda.is_available())
+    if backend not in BACKENDS:
+        raise InputError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if launch.rank >= launch.world_size:
+        raise InputError(f"{launch.launcher} gave rank {launch.rank} of a job of {launch.world_size} ranks")
+    if backend == "mpi":
+        return _mpi_transport(launch)
+    return _torch_transport(backend, launch)
+
+
+def _mpi_transport(launch: Launch) -> Transport:
+    from .transport import MPITransport
+
+    transport = MPITransport()
+    if launch.launcher in ("torchrun", "srun") and transport.size != launch.world_size:
+        raise InputError(f"--backend mpi: {launch.launcher} started {launch.world_size} ranks but MPI sees "
+                         f"{transport.size}; use --backend gloo or nccl, or launch with mpiexec")
+    return transport
+
+
+def _torch_transport(backend: str, launch: Launch) -> Transport:
+    import torch.distributed as dist
+
+    from .transport import TorchDistTransport
+
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise InputError("--backend nccl: no CUDA device is visible (torch.cuda.is_available() is False); "
+                         "use --backend gloo on CPUs")
+    if launch.launcher == "torchrun":
+        store = None  # env:// below: joins torchrun's own store
+    elif launch.launcher == "srun":
+        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
+                              is_master=launch.rank == 0, timeout=TIMEOUT)
+    elif launch.launcher == "mpi":
+        store, launch = _store_over_mpi()
+    else:
+        store = dist.HashStore()
+    device = torch.device("cpu")
+    if backend == "nccl":
+        count = torch.cuda.device_count()
+        if launch.local_rank >= count:
+            raise InputError(f"--backend nccl: local rank {launch.local_rank} needs GPU {launch.local_rank} "
+                             f"but {count} are visible (one GPU per rank)")
+        device = torch.device("cuda", launch.local_rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method="env://" if store is None else None, store=store,
+                            rank=launch.rank, world_size=launch.world_size, timeout=TIMEOUT,
+                            device_id=device if backend == "nccl" else None)
+    return TorchDistTransport(device)
+
+
+def _store_over_mpi():
+    """Rank, size and node-local rank from MPI; rank 0 opens the store and tells the others where."""
+    import torch.distributed as dist
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local_rank = node.Get_rank()
+    node.Free()
+    store = None
+    address = None
+    if rank == 0:
+        store = dist.TCPStore(socket.gethostname(), 0, size, is_master=True, timeout=TIMEOUT,
+                              wait_for_workers=False)
+        address = (socket.gethostname(), store.port)
+    host, port = comm.bcast(address, root=0)
+    if store is None:
+        store = dist.TCPStore(host, port, size, is_master=False, timeout=TIMEOUT)
+    return store, Launch("mpi", rank, size, local_rank, host, port)

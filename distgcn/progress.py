@@ -1,0 +1,198 @@
+"""Progress of long phases: one redrawn line on a terminal, timestamped lines in a log file.
+
+Partitioning a large graph or training for hours must say how far it got and
+how long is left, both to someone watching a terminal and in a Slurm log,
+where a redrawn line would be garbage. Only one process of a job reports
+(rank 0); the others build a silent ``Progress``. Usage, e.g. in a pre-pass::
+
+    progress = Progress.for_rank(transport.rank, quiet=args.quiet, verbose=args.verbose)
+    with progress.phase("sampling", total=num_batches) as phase:
+        for batch in batches:
+            ...
+            phase.advance()
+    progress.detail("sampled 1.2M edges")   # printed with --verbose only
+
+Progress goes to stderr, so stdout keeps only results (epoch lines, summaries);
+:meth:`Progress.echo` prints such a result line without tearing the status line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import TextIO
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+
+
+def format_duration(seconds: float) -> str:
+    """Short and readable at every scale: 0.4s, 12.3s, 4m05s, 2h07m."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class Progress:
+    """Where a process reports phases and messages, at a verbosity level (QUIET, NORMAL, VERBOSE)."""
+
+    def __init__(self, level: int = NORMAL, stream: TextIO | None = None, *, interactive: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic, wallclock: Callable[[], datetime] = datetime.now,
+                 log_every_s: float = 60.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1):
+        self.level = level
+        self.stream = stream if stream is not None else sys.stderr
+        self.interactive = self.stream.isatty() if interactive is None else interactive
+        self.clock = clock
+        self.wallclock = wallclock
+        self.log_every_s = log_every_s
+        self.log_every_fraction = log_every_fraction
+        self.redraw_s = redraw_s
+        self._status = ""  # the line currently drawn on the terminal, if any
+
+    @classmethod
+    def for_rank(cls, rank: int, *, quiet: bool = False, verbose: bool = False,
+                 stream: TextIO | None = None) -> Progress:
+        """Rank 0 reports at the level the options ask for; every other rank stays silent."""
+        level = QUIET if rank != 0 or quiet else VERBOSE if verbose else NORMAL
+        return cls(level, stream)
+
+    @property
+    def verbose(self) -> bool:
+        return self.level >= VERBOSE
+
+    def phase(self, name: str, total: int | None = None) -> Phase:
+        """Start a phase of ``total`` steps (None: size unknown, only start and end are reported)."""
+        return Phase(self, name, total)
+
+    def info(self, message: str) -> None:
+        """A message at normal verbosity."""
+        if self.level >= NORMAL:
+            self._line(message)
+
+    def detail(self, message: str) -> None:
+        """A message shown with --verbose only."""
+        if self.level >= VERBOSE:
+            self._line(message)
+
+    def echo(self, text: str, file: TextIO | None = None) -> None:
+        """Print a result line (whatever the level) to ``file``, keeping the status line below it."""
+        self._clear()
+        print(text, file=file if file is not None else sys.stdout, flush=True)
+        self._draw(self._status)
+
+    # ---- drawing -------------------------------------------------------------
+    def _line(self, message: str) -> None:
+        if self.interactive:
+            self._clear()
+            self.stream.write(message + "\n")
+            self._draw(self._status)
+        else:
+            self.stream.write(f"{self.wallclock():%Y-%m-%d %H:%M:%S} {message}\n")
+            self.stream.flush()
+
+    def _set_status(self, text: str, draw: bool = True) -> None:
+        self._status = text
+        if draw:
+            self._draw(text)
+
+    def _drop_status(self) -> None:
+        self._clear()
+        self._status = ""
+
+    def _draw(self, text: str) -> None:
+        if self.interactive and text:
+            self.stream.write("\r\033[K" + text)
+            self.stream.flush()
+
+    def _clear(self) -> None:
+        if self.interactive and self._status:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+class Phase:
+    """One phase of a :class:`Progress`: counts steps, reports percentage, elapsed and remaining time."""
+
+    def __init__(self, progress: Progress, name: str, total: int | None):
+        self.progress = progress
+        self.name = name
+        self.total = total
+        self.done = 0
+        self.start = progress.clock()
+        self.started_at = progress.wallclock()
+        self._last_shown = self.start
+        self._last_bucket = 0
+        self._finished = False
+        if progress.level >= NORMAL:
+            if progress.interactive:
+                progress._set_status(self._describe(self.start))
+            else:
+                progress._line(f"{name}: started" + (f" ({total} steps)" if total is not None else ""))
+
+    def __enter__(self) -> Phase:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.finish()
+        else:  # leave the failure's message on a clean line
+            self.progress._drop_status()
+
+    def advance(self, steps: int = 1) -> None:
+        self.update(self.done + steps)
+
+    def update(self, done: int) -> None:
+        """Record that ``done`` steps are complete; report if enough progress or time has passed."""
+        self.done = done
+        p = self.progress
+        if p.level < NORMAL:
+            return
+        now = p.clock()
+        if p.interactive:  # the text is kept current for redraws after echo(); drawn at a bounded rate
+            draw = now - self._last_shown >= p.redraw_s or done == self.total
+            p._set_status(self._describe(now), draw)
+            if draw:
+                self._last_shown = now
+            return
+        if self.total is not None and done >= self.total:
+            return  # the "done in" line follows
+        bucket = int(self.fraction() / p.log_every_fraction) if self.total else 0
+        if bucket > self._last_bucket or now - self._last_shown >= p.log_every_s:
+            self._last_bucket = max(bucket, self._last_bucket)
+            self._last_shown = now
+            p._line(self._describe(now))
+
+    def finish(self, message: str = "") -> None:
+        """End the phase with its duration, and an optional summary of what it did."""
+        if self._finished:
+            return
+        self._finished = True
+        p = self.progress
+        if p.level < NORMAL:
+            return
+        elapsed = format_duration(p.clock() - self.start)
+        p._drop_status()
+        p._line(f"{self.name}: done in {elapsed}" + (f"; {message}" if message else ""))
+
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+    def _describe(self, now: float) -> str:
+        elapsed = now - self.start
+        text = f"{self.name}: "
+        if self.total:
+            text += f"{self.fraction():4.0%} ({self.done}/{self.total}), {format_duration(elapsed)} elapsed"
+            if 0 < self.done < self.total:
+                text += f", {format_duration(elapsed * (self.total - self.done) / self.done)} left"
+        elif self.done:
+            text += f"{self.done} done, {format_duration(elapsed)} elapsed"
+        else:  # nothing redraws a phase of unknown length until it ends: say when it began
+            text += f"running since {self.started_at:%H:%M:%S}"
+        return text

@@ -1,0 +1,46 @@
+"""The ``report`` subcommand: parse inputs, draw every figure the inputs allow, write summary.md."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import InputError
+
+INPUT_HELP = ("a metrics file (--metrics of 'distgcn train') or a partition directory; append "
+              "@key=value,... to name or complete it (keys: label, ranks, model, graph), e.g. "
+              "old.jsonl@ranks=8,model=HP,graph=cora")
+
+
+def add_report_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``distgcn report`` (kept here so the CLI module needs one line for it)."""
+    report = commands.add_parser(
+        "report", help="plots and a markdown summary from metrics files and partition directories",
+        description="Render PNG figures (curves, time split, strong scaling, partition model comparison, "
+                    "communication matrix, per-rank balance) and summary.md into DIR.")
+    report.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
+    report.add_argument("--out", required=True, metavar="DIR", help="output directory (created; files replaced)")
+    report.set_defaults(handler=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    try:
+        import matplotlib  # noqa: F401 - only to say clearly what is missing
+    except ImportError:
+        raise InputError("distgcn report needs matplotlib: pip install 'distgcn[report]'") from None
+    from .figures import render_all
+    from .inputs import load_inputs
+    from .summary import write_summary
+
+    runs, partitions = load_inputs(args.inputs)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory ({exc.strerror})", path=out) from None
+    figures = render_all(runs, partitions, out)
+    summary = write_summary(runs, partitions, figures, out)
+    for _, path in figures:
+        print(path)
+    print(summary)
+    return 0

@@ -1,0 +1,209 @@
+"""Report inputs: runs (metrics files) and partitions (directories), each optionally annotated.
+
+A metrics file written by this version names its run in the ``run`` object of
+its first line; older files do not, so ``PATH@ranks=8,model=HP,graph=cora``
+supplies or overrides what the report needs to group runs (unknown stays None
+and the summary says so).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..distribute import read_meta, shard_filename
+from ..errors import InputError
+
+EPOCH_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_s", "compute_s", "comm_wait_s",
+              "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows", "spmm_exchanges")
+ANNOTATIONS = ("label", "ranks", "model", "graph")
+SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
+MODEL_ORDER = ("RP", "GP", "HP", "SHP", "contiguous", "external")
+
+
+def model_label(name: str | None) -> str | None:
+    """The paper's short names (RP, GP, HP, SHP) for the partition models; others unchanged."""
+    if name is None:
+        return None
+    if name.upper() in SHORT_MODEL.values():
+        return name.upper()
+    return SHORT_MODEL.get(name.lower(), name)
+
+
+def model_sort_key(name: str | None) -> tuple[int, str]:
+    return (MODEL_ORDER.index(name), "") if name in MODEL_ORDER else (len(MODEL_ORDER), name or "")
+
+
+@dataclass
+class Run:
+    """One training run: its per-epoch records and what is known of its setting."""
+
+    label: str
+    path: Path
+    records: list[dict]
+    ranks: int | None = None
+    model: str | None = None
+    graph: str | None = None
+    header: dict = field(default_factory=dict)
+
+    def series(self, key: str) -> np.ndarray:
+        return np.array([r[key] for r in self.records], dtype=float)
+
+    def steady(self, key: str) -> float:
+        """Median over epochs, leaving out the first (warm-up) when there are at least three."""
+        values = self.series(key)
+        return float(np.median(values[1:] if values.size >= 3 else values))
+
+
+@dataclass
+class Partition:
+    """One partition directory: its metadata, the P x P rows-sent matrix and each rank's load."""
+
+    label: str
+    path: Path
+    meta: dict
+    comm: np.ndarray
+    """int64 [P, P]: rows of H that rank i sends to rank j in one SpMM."""
+    nonzeros: np.ndarray
+    """int64 [P]: nonzeros of Â in each rank's rows (the SpMM work)."""
+    owned: np.ndarray
+    """int64 [P]: vertices owned by each rank."""
+
+    @property
+    def ranks(self) -> int:
+        return int(self.meta["parts"])
+
+    @property
+    def model(self) -> str | None:
+        return model_label(self.meta.get("model"))
+
+    @property
+    def graph(self) -> str | None:
+        return (self.meta.get("graph") or {}).get("name")
+
+
+def parse_input(text: str) -> tuple[Path, dict[str, str]]:
+    """Split ``PATH@key=value,...`` (a path that exists as written is never split)."""
+    path = Path(text)
+    if "@" not in text or path.exists():
+        return path, {}
+    base, _, spec = text.rpartition("@")
+    annotations: dict[str, str] = {}
+    for item in spec.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or key not in ANNOTATIONS or not value:
+            raise InputError(f"expected @key=value,... with keys {', '.join(ANNOTATIONS)}, got {item!r}", path=base)
+        annotations[key] = value
+    return Path(base), annotations
+
+
+def _ranks(value: str | int | None, source: Path) -> int | None:
+    if value is None:
+        return None
+    try:
+        ranks = int(value)
+    except ValueError:
+        ranks = 0
+    if ranks < 1:
+        raise InputError(f"ranks: expected a positive integer, got {value!r}", path=source)
+    return ranks
+
+
+def load_run(path: Path, annotations: dict[str, str]) -> Run:
+    """Read a metrics file; the ``run`` object (if any) and the annotations say what it was."""
+    records: list[dict] = []
+    header: dict = {}
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read metrics ({exc})", path=path) from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not a JSON line ({exc.msg})", path=path, line=number) from None
+        if not isinstance(record, dict):
+            raise InputError("expected a JSON object per line", path=path, line=number)
+        if isinstance(record.get("run"), dict) and not header:
+            header = record["run"]
+        if "epoch" not in record and "run" in record:
+            continue  # a header line on its own
+        missing = [key for key in EPOCH_KEYS if key not in record]
+        if missing:
+            raise InputError(f"not a distgcn metrics record (lacks {', '.join(missing)})", path=path, line=number)
+        records.append(record)
+    if not records:
+        raise InputError("no epoch records in the metrics file", path=path)
+    graph = header.get("graph") or {}
+    return Run(
+        label=annotations.get("label", ""),
+        path=path,
+        records=records,
+        ranks=_ranks(annotations.get("ranks", header.get("ranks")), path),
+        model=model_label(annotations.get("model", header.get("partition_model"))),
+        graph=annotations.get("graph", graph.get("name") or graph.get("spec")),
+        header=header,
+    )
+
+
+def load_partition(path: Path, annotations: dict[str, str]) -> Partition:
+    """Read meta.json and, from each shard, only its send plan and row pointers (not the features)."""
+    meta = read_meta(path)
+    nparts = int(meta["parts"])
+    comm = np.zeros((nparts, nparts), dtype=np.int64)
+    nonzeros = np.zeros(nparts, dtype=np.int64)
+    owned = np.zeros(nparts, dtype=np.int64)
+    names = {s.get("rank"): s.get("file") for s in meta.get("shards", [])}
+    for rank in range(nparts):
+        shard_path = path / (names.get(rank) or shard_filename(rank))
+        try:
+            with np.load(shard_path, allow_pickle=False) as npz:
+                comm[rank, npz["send_peers"]] = np.diff(npz["send_offsets"])
+                owned_ptr, halo_ptr = npz["owned_block.indptr"], npz["halo_block.indptr"]
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise InputError(f"cannot read the shard's plan ({exc})", path=shard_path) from None
+        nonzeros[rank] = int(owned_ptr[-1]) + int(halo_ptr[-1])
+        owned[rank] = owned_ptr.shape[0] - 1
+    if "model" in annotations:
+        meta = {**meta, "model": annotations["model"]}
+    if "graph" in annotations:
+        meta = {**meta, "graph": {**(meta.get("graph") or {}), "name": annotations["graph"]}}
+    if "ranks" in annotations and _ranks(annotations["ranks"], path) != nparts:
+        raise InputError(f"@ranks={annotations['ranks']} contradicts the partition's {nparts} parts", path=path)
+    return Partition(label=annotations.get("label", ""), path=path, meta=meta, comm=comm, nonzeros=nonzeros,
+                     owned=owned)
+
+
+def _unique_labels(items: list[Run] | list[Partition]) -> None:
+    """Unlabelled inputs are named by file or directory name, then by more of the path if names clash."""
+    for item in items:
+        if not item.label:
+            item.label = item.path.stem if isinstance(item, Run) else item.path.name
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.label] = seen.get(item.label, 0) + 1
+    for item in items:
+        if seen[item.label] > 1:
+            item.label = str(item.path)
+
+
+def load_inputs(texts: list[str]) -> tuple[list[Run], list[Partition]]:
+    """Runs and partitions in the order given."""
+    runs: list[Run] = []
+    partitions: list[Partition] = []
+    for text in texts:
+        path, annotations = parse_input(text)
+        if path.is_dir():
+            partitions.append(load_partition(path, annotations))
+        elif path.is_file():
+            runs.append(load_run(path, annotations))
+        else:
+            raise InputError("no such metrics file or partition directory", path=path)
+    _unique_labels(runs)
+    _unique_labels(partitions)
+    return runs, partitions

@@ -1,0 +1,180 @@
+"""Checkpoints: a stopped and resumed run ends exactly where an uninterrupted one does.
+
+Also: damaged checkpoints are skipped with a warning, checkpoints of another
+graph, partition or model are refused, and a diverging run stops at once
+without touching the last good checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import run_distgcn
+
+from distgcn.checkpoint import (
+    MAGIC,
+    CheckpointError,
+    RunIdentity,
+    list_checkpoints,
+    newest_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
+from distgcn.errors import InputError
+
+GRAPH = ["--graph", "synthetic:sbm,n=400,classes=3,features=8,seed=5"]
+EPOCHS = 7
+
+
+def train(tmp_path: Path, name: str, extra: list[str], ranks: int = 2, dtype: str = "float64",
+          env: dict | None = None):
+    out = tmp_path / name
+    out.mkdir(exist_ok=True)
+    proc = run_distgcn(["train", *GRAPH, "--partition", "contiguous", "--epochs", str(EPOCHS), "--dtype", dtype,
+                        "--hidden", "6", "--seed", "2", "--metrics", str(out / "m.jsonl"),
+                        "--save-weights", str(out / "w.npz"), "--quiet", *extra], ranks=ranks, env=env,
+                       timeout=120)
+    return proc, out
+
+
+def epoch_records(path: Path) -> list[dict]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in records if "epoch" in r]
+
+
+def learning_curve(path: Path) -> list[tuple]:
+    """The per-epoch values that must not depend on the interruption (times naturally do)."""
+    keys = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "halo_rows", "messages")
+    return [tuple(r[k] for k in keys) for r in epoch_records(path)]
+
+
+def weights(path: Path) -> list[np.ndarray]:
+    with np.load(path) as npz:
+        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_stopped_and_resumed_run_equals_uninterrupted_bitwise(tmp_path, dtype):
+    full, full_out = train(tmp_path, "full", [], dtype=dtype)
+    assert full.returncode == 0, full.stderr
+
+    ckpt = tmp_path / "ckpt"
+    stopped, out = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"],
+                         dtype=dtype, env={"DISTGCN_FAIL_AT": "1:6"})
+    assert stopped.returncode != 0
+    assert [p.name for p in list_checkpoints(ckpt)] == [f"checkpoint-0000000{e}.pt" for e in (2, 4)]
+    resumed, _ = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2", "--resume"],
+                       dtype=dtype)
+    assert resumed.returncode == 0, resumed.stderr
+
+    # Same order of operations on the same partition: equal to the last bit, in float32 too.
+    assert learning_curve(out / "m.jsonl") == learning_curve(full_out / "m.jsonl")
+    for got, want in zip(weights(out / "w.npz"), weights(full_out / "w.npz"), strict=True):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_resume_without_checkpoint_starts_afresh_and_past_the_end_does_nothing(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first, out = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "3", "--resume"],
+                       ranks=1)
+    assert first.returncode == 0, first.stderr
+    assert len(epoch_records(out / "m.jsonl")) == EPOCHS
+    assert [p.name for p in list_checkpoints(ckpt)][-1] == f"checkpoint-{EPOCHS:08d}.pt"
+    again, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume"], ranks=1)
+    assert again.returncode == 0, again.stderr
+    assert "nothing left to train" in again.stdout
+
+
+def test_checkpoint_of_another_model_or_partition_is_refused(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    proc, _ = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "7"])
+    assert proc.returncode == 0, proc.stderr
+    before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
+    for extra, ranks, what in ((["--lr", "0.05"], 2, "model configuration"), ([], 3, "partition")):
+        refused, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume", *extra], ranks=ranks)
+        assert refused.returncode == 2
+        errors = [line for line in refused.stderr.splitlines() if line.startswith("distgcn: error:")]
+        assert len(errors) == 1 and what in errors[0] and "checkpoint-00000007.pt" in errors[0], refused.stderr
+    assert {p.name: p.read_bytes() for p in ckpt.iterdir()} == before  # nothing the user had is touched
+
+
+IDENTITY = RunIdentity("graph-a", "partition-a", '{"widths": [4, 2]}')
+
+
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    for epoch in (1, 2, 3):
+        save_checkpoint(tmp_path, epoch, {"w": torch.full((3,), float(epoch))}, IDENTITY, keep=3)
+    newest = tmp_path / "checkpoint-00000003.pt"
+    newest.write_bytes(newest.read_bytes()[:-10])  # truncated, as by a full disk
+    middle = tmp_path / "checkpoint-00000002.pt"
+    data = bytearray(middle.read_bytes())
+    data[-50] ^= 0xFF  # one flipped byte
+    middle.write_bytes(bytes(data))
+    warnings: list[str] = []
+    contents = newest_checkpoint(tmp_path, IDENTITY, warnings.append)
+    assert contents is not None and contents["epoch"] == 1
+    assert torch.equal(contents["state"]["w"], torch.full((3,), 1.0))
+    assert len(warnings) == 2 and all("checksum mismatch" in w for w in warnings)
+
+
+def test_keep_prunes_oldest_and_leaves_no_temporary_files(tmp_path):
+    for epoch in range(1, 6):
+        save_checkpoint(tmp_path, epoch, {"epoch": epoch}, IDENTITY, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-00000004.pt", "checkpoint-00000005.pt"]
+
+
+def test_foreign_graph_is_named(tmp_path):
+    save_checkpoint(tmp_path, 1, {}, IDENTITY, keep=1)
+    other = RunIdentity("graph-b", "partition-a", IDENTITY.model_config)
+    with pytest.raises(InputError, match="another graph"):
+        newest_checkpoint(tmp_path, other)
+
+
+def test_checkpoint_payload_cannot_run_code(tmp_path):
+    """A payload with a valid checksum that pickles a callable is refused by weights_only loading."""
+    import hashlib
+    import pickle
+
+    class Exploit:
+        def __reduce__(self):
+            return (print, ("owned",))
+
+    payload = pickle.dumps({"epoch": 1, "identity": {}, "state": Exploit()}, protocol=2)
+    path = tmp_path / "checkpoint-00000001.pt"
+    path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
+    with pytest.raises(CheckpointError, match="unreadable"):
+        read_checkpoint(path)
+
+
+def test_symlink_at_checkpoint_name_is_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / f".checkpoint-00000001.pt.tmp-{os.getpid()}").symlink_to(victim)  # planted at our temporary name
+    save_checkpoint(ckpt, 1, {}, IDENTITY, keep=1)
+    assert victim.read_text() == "precious"
+    assert read_checkpoint(ckpt / "checkpoint-00000001.pt")["epoch"] == 1
+
+
+def test_diverging_run_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    # SGD with an absurd step overflows float32 within a few epochs.
+    proc, out = train(tmp_path, "nan", ["--optimizer", "sgd", "--lr", "1e30", "--checkpoint-dir", str(ckpt),
+                                        "--checkpoint-every", "1"], dtype="float32")
+    assert proc.returncode == 3, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("distgcn: error:")]
+    assert len(errors) == 1 and "diverged" in errors[0], proc.stderr
+    records = epoch_records(out / "m.jsonl")
+    bad_epoch = int(errors[0].split(" at epoch ")[1].split(":")[0])
+    assert len(records) == bad_epoch - 1 and all(np.isfinite(r["loss"]) for r in records)
+    assert bad_epoch >= 2  # epoch 1 starts from finite Glorot weights
+    kept = list_checkpoints(ckpt)  # the last checkpoint is the last finite epoch, and it verifies
+    assert kept[-1].name == f"checkpoint-{bad_epoch - 1:08d}.pt"
+    assert read_checkpoint(kept[-1])["epoch"] == bad_epoch - 1

@@ -1,0 +1,156 @@
+"""A rank killed from outside mid-epoch: the job ends quickly, leaves nothing behind, and resumes exactly.
+
+Also determinism: the same seed, P and partition give identical metrics and
+weights; another P changes only the order of floating-point sums.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from conftest import ROOT, mpiexec, run_distgcn
+
+from distgcn.checkpoint import list_checkpoints, read_checkpoint
+
+GRAPH = ["--graph", "synthetic:sbm,n=3000,classes=4,features=32,seed=8"]
+COMMON = ["--partition", "contiguous", "--hidden", "16", "--seed", "4", "--dtype", "float64", "--quiet"]
+EPOCHS = 400
+
+
+def _env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _children() -> dict[int, int]:
+    """pid -> parent pid of every process on the machine."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants(root: int) -> set[int]:
+    parents = _children()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def rank_pid(launcher: int, rank: int) -> int | None:
+    """The pid of MPI rank ``rank`` under this mpiexec, found by its PMI_RANK environment."""
+    for pid in descendants(launcher):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in environ and b"distgcn" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def weights(path: Path) -> list[np.ndarray]:
+    with np.load(path) as npz:
+        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+
+
+def test_sigkill_of_one_rank_ends_the_job_and_resume_finishes_it(tmp_path):
+    reference = run_distgcn(["train", *GRAPH, *COMMON, "--epochs", str(EPOCHS),
+                             "--save-weights", str(tmp_path / "full.npz")], ranks=3, timeout=300)
+    assert reference.returncode == 0, reference.stderr
+
+    ckpt = tmp_path / "ckpt"
+    train = ["train", *GRAPH, *COMMON, "--epochs", str(EPOCHS), "--checkpoint-dir", str(ckpt),
+             "--checkpoint-every", "5", "--save-weights", str(tmp_path / "resumed.npz")]
+    job = subprocess.Popen([mpiexec(), "-n", "3", sys.executable, "-m", "distgcn", *train], env=_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (ckpt / "checkpoint-00000020.pt").exists():
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, "no checkpoint after 120 s"
+            time.sleep(0.02)
+        victim = rank_pid(job.pid, 1)
+        assert victim is not None, "rank 1 not found among the launcher's processes"
+        ranks = descendants(job.pid)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, stderr = job.communicate(timeout=60)
+        elapsed = time.monotonic() - killed_at
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    assert elapsed < 30, f"the job took {elapsed:.1f}s to end after rank 1 was killed"
+    time.sleep(0.5)
+    assert not [pid for pid in ranks if alive(pid)], "processes left behind"
+    kept = list_checkpoints(ckpt)
+    assert kept and read_checkpoint(kept[-1])["epoch"] < EPOCHS  # intact, and from the middle of the run
+
+    resumed = run_distgcn([*train, "--resume"], ranks=3, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    for got, want in zip(weights(tmp_path / "resumed.npz"), weights(tmp_path / "full.npz"), strict=True):
+        assert np.array_equal(got, want)
+
+
+def _curve(path: Path) -> list[tuple]:
+    keys = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "halo_rows", "halo_bytes", "messages")
+    return [tuple(r[k] for k in keys) for r in map(json.loads, path.read_text().splitlines()) if "epoch" in r]
+
+
+def test_same_seed_partition_and_p_give_identical_runs(tmp_path):
+    part = tmp_path / "part"
+    made = run_distgcn(["partition", GRAPH[1], "--parts", "3", "--model", "hypergraph", "--out", str(part),
+                        "--quiet"])
+    assert made.returncode == 0, made.stderr
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"run{i}"
+        proc = run_distgcn(["train", str(part), "--epochs", "15", "--dtype", "float32", "--metrics",
+                            str(out / "m.jsonl"), "--save-weights", str(tmp_path / f"w{i}.npz"), "--quiet"],
+                           ranks=3)
+        assert proc.returncode == 0, proc.stderr
+        runs.append((_curve(out / "m.jsonl"), weights(tmp_path / f"w{i}.npz")))
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_changing_p_changes_only_rounding(tmp_path):
+    """float32 on 1 and 4 ranks: the same computation summed in another order, so nearly equal."""
+    results = []
+    for ranks in (1, 4):
+        metrics, w = tmp_path / f"m{ranks}.jsonl", tmp_path / f"w{ranks}.npz"
+        proc = run_distgcn(["train", *GRAPH, "--partition", "random", "--hidden", "16", "--seed", "4",
+                            "--epochs", "20", "--dtype", "float32", "--metrics", str(metrics),
+                            "--save-weights", str(w), "--quiet"], ranks=ranks)
+        assert proc.returncode == 0, proc.stderr
+        results.append(([r[1] for r in _curve(metrics)], weights(w)))
+    (loss1, w1), (loss4, w4) = results
+    np.testing.assert_allclose(loss4, loss1, rtol=1e-5)
+    for a, b in zip(w4, w1, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * np.abs(b).max())

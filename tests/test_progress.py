@@ -1,0 +1,142 @@
+"""Progress reporting: a redrawn line on a terminal, timestamped lines in logs, --quiet and --verbose."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import datetime
+
+import pytest
+
+from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress, format_duration
+
+from conftest import run_distgcn
+
+STAMP = datetime(2026, 1, 2, 3, 4, 5)
+TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(level: int = NORMAL, interactive: bool = False) -> tuple[Progress, io.StringIO, Clock]:
+    stream, clock = io.StringIO(), Clock()
+    return Progress(level, stream, interactive=interactive, clock=clock, wallclock=lambda: STAMP), stream, clock
+
+
+@pytest.mark.parametrize("seconds, text", [(0.04, "0.0s"), (12.34, "12.3s"), (245, "4m05s"), (7620, "2h07m")])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_log_lines_every_tenth_with_timestamp_elapsed_and_remaining():
+    progress, stream, clock = make()
+    with progress.phase("work", total=100) as phase:
+        for _ in range(100):
+            clock.now += 1.0
+            phase.advance()
+    lines = stream.getvalue().splitlines()
+    assert all(line.startswith("2026-01-02 03:04:05 work: ") for line in lines)
+    assert lines[0].endswith("work: started (100 steps)")
+    assert lines[-1].endswith("work: done in 1m40s")
+    assert len(lines) == 11  # started, 10% ... 90%, done
+    assert lines[5].endswith("work:  50% (50/100), 50.0s elapsed, 50.0s left")
+    assert "\r" not in stream.getvalue()
+
+
+def test_log_lines_also_every_interval_when_steps_are_slow_or_unknown():
+    progress, stream, clock = make()
+    with progress.phase("sampling") as phase:
+        for _ in range(3):
+            clock.now += 61.0
+            phase.advance()
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "sampling: started", "sampling: 1 done, 1m01s elapsed", "sampling: 2 done, 2m02s elapsed",
+        "sampling: 3 done, 3m03s elapsed", "sampling: done in 3m03s"]
+
+
+def test_terminal_redraws_one_line_at_a_bounded_rate():
+    progress, stream, clock = make(interactive=True)
+    with progress.phase("work", total=1000) as phase:
+        for _ in range(1000):  # no time passes: only the first and last states are drawn
+            phase.advance()
+    out = stream.getvalue()
+    assert out.count("\r\033[K") <= 4
+    assert "work:   0% (0/1000)" in out and "work: 100% (1000/1000)" in out
+    assert out.endswith("\r\033[Kwork: done in 0.0s\n")
+    assert out.count("\n") == 1  # the progress itself never scrolls the terminal
+
+
+def test_terminal_shows_remaining_time():
+    progress, stream, clock = make(interactive=True)
+    phase = progress.phase("work", total=4)
+    clock.now = 3.0
+    phase.advance()
+    assert stream.getvalue().rsplit("\r\033[K", 1)[1] == "work:  25% (1/4), 3.0s elapsed, 9.0s left"
+
+
+def test_echo_keeps_the_status_line_below_results():
+    progress, stream, clock = make(interactive=True)
+    results = io.StringIO()
+    progress.phase("training", total=10)
+    progress.echo("epoch    1", file=results)
+    assert results.getvalue() == "epoch    1\n"
+    assert stream.getvalue().endswith("\r\033[K\r\033[Ktraining:   0% (0/10), 0.0s elapsed")
+
+
+def test_quiet_prints_nothing_but_results():
+    progress, stream, clock = make(level=QUIET)
+    with progress.phase("work", total=3) as phase:
+        phase.advance(3)
+    progress.info("info")
+    progress.detail("detail")
+    results = io.StringIO()
+    progress.echo("summary", file=results)
+    assert stream.getvalue() == ""
+    assert results.getvalue() == "summary\n"
+
+
+@pytest.mark.parametrize("level, shown", [(NORMAL, ["info"]), (VERBOSE, ["info", "detail"])])
+def test_verbose_adds_details(level, shown):
+    progress, stream, clock = make(level=level)
+    progress.info("info")
+    progress.detail("detail")
+    assert [line.split(" ", 2)[2] for line in stream.getvalue().splitlines()] == shown
+
+
+@pytest.mark.parametrize("rank, quiet, verbose, level", [(0, False, False, NORMAL), (0, True, False, QUIET),
+                                                         (0, False, True, VERBOSE), (0, True, True, QUIET),
+                                                         (1, False, True, QUIET)])
+def test_only_rank_zero_reports(rank, quiet, verbose, level):
+    assert Progress.for_rank(rank, quiet=quiet, verbose=verbose, stream=io.StringIO()).level == level
+
+
+def test_a_failing_phase_leaves_a_clean_line_and_no_done():
+    progress, stream, clock = make(interactive=True)
+    with pytest.raises(RuntimeError):
+        with progress.phase("work", total=2):
+            raise RuntimeError("boom")
+    assert stream.getvalue().endswith("\r\033[K") and "done" not in stream.getvalue()
+
+
+def test_partition_command_logs_timestamped_phases_or_nothing_when_quiet(tmp_path):
+    graph = "synthetic:sbm,n=200,classes=2,features=4"
+    proc = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "a")])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and all(TIMESTAMPED.match(line) for line in lines), proc.stderr
+    assert any("writing shards: done in" in line for line in lines)
+    quiet = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "b"),
+                         "--quiet"])
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
+    verbose = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "c"),
+                           "--verbose"])
+    assert "shard-00001.npz: 100 owned rows" in verbose.stderr and "partitioner: " in verbose.stderr

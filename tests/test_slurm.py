@@ -1,0 +1,159 @@
+"""The Slurm templates of jobs/: valid bash that documents its variables, and real runs under Slurm.
+
+The runs use the session's one-node cluster (tests/slurm_cluster.py): the
+chained partition and training jobs that 'distgcn jobs submit' sends, the
+strong-scaling job array and its collector, and the errors a wrong launch
+must give at start.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from slurm_cluster import SlurmCluster
+
+from distgcn.jobs_command import scaling_table
+
+JOBS = ROOT / "jobs"
+TEMPLATES = ("partition.sbatch", "train-cpu.sbatch", "train-gpu.sbatch", "scaling.sbatch")
+GRAPH = "synthetic:sbm,n=2000,classes=4,features=16"
+
+
+def _header_and_body(text: str) -> tuple[str, str]:
+    lines = text.splitlines()
+    end = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    return "\n".join(lines[:end]), "\n".join(lines[end:])
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_template_is_valid_bash_and_documents_every_variable(name: str) -> None:
+    path = JOBS / name
+    checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    header, body = _header_and_body(path.read_text())
+    used = set(re.findall(r"\bDISTGCN_[A-Z_]+", body))
+    documented = set(re.findall(r"^#\s+(DISTGCN_[A-Z_]+)\s", header, re.M))
+    assert used, f"{name} reads no DISTGCN_* variable"
+    assert used == documented, f"used but not documented: {used - documented}; documented, unused: {documented - used}"
+    assert not re.search(r"/home/|~/|\$HOME|\$\{HOME", path.read_text()), f"{name} names a home directory"
+
+
+def test_collector_speedup_and_efficiency_are_relative_to_the_fewest_ranks() -> None:
+    def run(times: list[float], halo: int) -> list[dict]:
+        return [{"epoch_s": t, "compute_s": t / 2, "comm_wait_s": t / 4, "allreduce_s": t / 8, "halo_rows": halo,
+                 "messages": 2, "test_acc": 0.9} for t in times]
+
+    rows = scaling_table({4: run([9.0, 1.0, 1.0, 1.0], 40), 2: run([9.0, 2.0, 3.0, 2.0], 20)})
+    assert [r["ranks"] for r in rows] == [2, 4]
+    assert rows[0]["epoch_s"] == 2.0 and rows[1]["epoch_s"] == 1.0  # median after the warm-up epoch
+    assert rows[1]["speedup"] == pytest.approx(2.0) and rows[1]["efficiency"] == pytest.approx(1.0)
+    assert rows[1]["halo_rows"] == 40
+
+
+def _distgcn(cluster: SlurmCluster, args: list[str], cwd: Path) -> str:
+    result = subprocess.run([sys.executable, "-m", "distgcn", *args], capture_output=True, text=True,
+                            env=cluster.env, cwd=cwd, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _succeeded(records: list[dict[str, str]], cwd: Path) -> None:
+    for record in records:
+        logs = "\n".join(f"--- {p.name}:\n{p.read_text()}" for p in sorted(cwd.glob("*.out")) + sorted(cwd.glob("*.err")))
+        assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), f"job {record['JobId']}:\n{logs}"
+
+
+def test_partition_job_then_training_job_chained_with_afterok(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = _distgcn(slurm_cluster, ["jobs", "submit", "--graph", GRAPH, "--parts", "4", "--model", "hypergraph",
+                                   "--partition-args=--preset default --quiet", "--partition-cpus", "2",
+                                   "--out", "part4", "--cpus-per-task", "2", "--metrics", "train.jsonl",
+                                   "--train-args=--epochs 40 --quiet", "--time", "00:10:00"], tmp_path)
+    part_id, train_id = map(int, re.search(r"partition job (\d+), training job (\d+)", out).groups())
+    pending = slurm_cluster.jobs(train_id)[0]
+    assert pending["JobState"] in ("PENDING", "RUNNING", "COMPLETED")
+
+    (part,) = slurm_cluster.wait(part_id, timeout=240)
+    (train,) = slurm_cluster.wait(train_id, timeout=240)
+    _succeeded([part, train], tmp_path)
+    assert train["StartTime"] >= part["EndTime"], "training started before its partition job ended"
+    assert (train["NumTasks"], train["NumCPUs"]) == ("4", "8")
+
+    assert json.loads((tmp_path / "part4" / "meta.json").read_text())["parts"] == 4
+    records = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == list(range(1, 41))
+    assert records[-1]["test_acc"] > 0.9, records[-1]
+    run = records[0]["run"]
+    assert (run["ranks"], run["threads"], run["backend"]) == (4, 2, "mpi"), "SLURM_CPUS_PER_TASK sets the threads"
+    log = (tmp_path / f"distgcn-train-{train_id}.out").read_text()
+    assert "done: 40 epochs on 4 rank(s)" in log
+
+
+def test_scaling_array_then_collected_table(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = _distgcn(slurm_cluster, ["jobs", "scaling", "--graph", GRAPH, "--parts", "1,2,4", "--model", "random",
+                                   "--partition-args=--quiet", "--partition-cpus", "1", "--out", "parts/p{P}",
+                                   "--results", "results", "--train-args=--epochs 5 --quiet",
+                                   "--time", "00:10:00"], tmp_path)
+    part_id, train_id = map(int, re.search(r"partition array (\d+), scaling array (\d+)", out).groups())
+    parts = slurm_cluster.wait(part_id, timeout=240)
+    elements = slurm_cluster.wait(train_id, timeout=300)
+    assert len(parts) == 3 and len(elements) == 3
+    _succeeded(parts + elements, tmp_path)
+
+    rows = json.loads(_distgcn(slurm_cluster, ["jobs", "collect", "results", "--json"], tmp_path))
+    assert [r["ranks"] for r in rows] == [1, 2, 4]
+    assert rows[0]["halo_rows"] == 0 and rows[0]["speedup"] == 1.0
+    for row in rows[1:]:
+        meta = json.loads((tmp_path / "parts" / f"p{row['ranks']}" / "meta.json").read_text())
+        last = json.loads((tmp_path / "results" / f"metrics-p{row['ranks']}.jsonl").read_text().splitlines()[-1])
+        assert row["halo_rows"] == meta["volume"]["total"] * last["spmm_exchanges"] > 0
+    table = _distgcn(slurm_cluster, ["jobs", "collect", "results"], tmp_path)
+    assert table.count("\n| ") == 3 and "speedup vs P=1" in table
+
+
+@pytest.fixture
+def two_part_dir(tmp_path: Path) -> Path:
+    out = tmp_path / "part2"
+    result = subprocess.run([sys.executable, "-m", "distgcn", "partition", GRAPH, "--parts", "2", "--model", "random",
+                             "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def _failed_job(cluster: SlurmCluster, cwd: Path, export: dict[str, str], *options: str) -> tuple[dict, str]:
+    job = cluster.sbatch(JOBS / "train-cpu.sbatch", *options, "--time=00:05:00", export=export, cwd=cwd)
+    (record,) = cluster.wait(job, timeout=180)
+    return record, (cwd / f"distgcn-train-{job}.err").read_text()
+
+
+def test_task_count_other_than_the_parts_is_a_clear_error(slurm_cluster: SlurmCluster, two_part_dir: Path) -> None:
+    record, err = _failed_job(slurm_cluster, two_part_dir.parent, {"DISTGCN_DIR": str(two_part_dir)},
+                              "--ntasks=3", "--ntasks-per-node=3")
+    assert (record["JobState"], record["ExitCode"]) == ("FAILED", "2:0"), err
+    assert "partition has 2 parts but the job has 3 ranks" in err
+
+
+def test_srun_without_pmi_is_a_clear_error(slurm_cluster: SlurmCluster, two_part_dir: Path) -> None:
+    record, err = _failed_job(slurm_cluster, two_part_dir.parent,
+                              {"DISTGCN_DIR": str(two_part_dir), "DISTGCN_MPI": "none"},
+                              "--ntasks=2", "--ntasks-per-node=2")
+    assert (record["JobState"], record["ExitCode"]) == ("FAILED", "2:0"), err
+    assert "srun started 2 ranks but MPI sees 1" in err
+
+
+@pytest.mark.parametrize("launch", ["srun --mpi=pmi2", "mpiexec -n 2"])
+def test_train_runs_unchanged_under_srun_and_under_mpiexec_in_a_job(slurm_cluster: SlurmCluster, two_part_dir: Path,
+                                                                    launch: str) -> None:
+    script = two_part_dir.parent / "launch.sh"
+    script.write_text(f"#!/bin/bash\n{launch} distgcn train {two_part_dir} --epochs 3 --quiet\n")
+    job = slurm_cluster.sbatch(script, "--ntasks=2", "--time=00:05:00", "--output=launch-%j.out",
+                               cwd=two_part_dir.parent)
+    (record,) = slurm_cluster.wait(job, timeout=180)
+    log = (two_part_dir.parent / f"launch-{job}.out").read_text()
+    assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), log
+    assert "done: 3 epochs on 2 rank(s)" in log
