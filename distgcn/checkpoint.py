@@ -115,12 +115,14 @@ def newest_checkpoint(directory: Path, identity: RunIdentity,
                       warn: Callable[[str], None] | None = None) -> dict | None:
     """The newest checkpoint in ``directory`` that verifies, or None if there is none.
 
-    A damaged file is skipped with a warning (the previous one is used); a
-    sound checkpoint of another graph, partition or model is refused outright,
-    since resuming from it would silently train something else.
+    A damaged file is skipped with a warning (the previous one is used); if
+    every file is damaged, that is an error. A sound checkpoint of another
+    graph, partition or model is refused outright, since resuming from it
+    would silently train something else.
     """
     warn = warn or (lambda message: warnings.warn(message, stacklevel=2))
-    for path in reversed(list_checkpoints(directory)):
+    candidates = list_checkpoints(directory)
+    for path in reversed(candidates):
         try:
             contents = read_checkpoint(path)
         except CheckpointError as exc:
@@ -130,6 +132,9 @@ def newest_checkpoint(directory: Path, identity: RunIdentity,
         if reason is not None:
             raise InputError(f"refusing to resume: {reason}", path=path)
         return contents
+    if candidates:  # starting afresh would bury the damaged files under new ones: let the user decide
+        raise InputError(f"none of the {len(candidates)} checkpoints is sound; move them away to start afresh",
+                         path=directory)
     return None
 
 

@@ -45,8 +45,34 @@ def prepare_graph(options: GraphOptions) -> tuple[Graph, sp.csr_matrix]:
             f"graph {options.spec!r} has no features or labels: pass --features F --classes C "
             "to train on random ones, as the paper does for unlabelled graphs"
         )
+    check_training_data(graph, options.spec)
     if options.feature_norm == "row":
         graph.features = normalize_rows(graph.features)
     elif options.feature_norm != "none":
         raise InputError(f"--feature-norm: expected row or none, got {options.feature_norm!r}")
     return graph, normalized_adjacency(graph.adj)
+
+
+def check_training_data(graph: Graph, source: str) -> None:
+    """Refuse data that would train on garbage: non-finite features, impossible labels, unlabelled training rows.
+
+    Loaders check their own formats; these are the checks every format needs,
+    made once here so that no format can slip a NaN into the first layer.
+    """
+    n = graph.num_vertices
+    finite_rows = np.isfinite(graph.features).all(axis=1)
+    if not finite_rows.all():
+        row = int(np.flatnonzero(~finite_rows)[0])
+        raise InputError(f"features of vertex {graph.vertex_ids[row]} are NaN or infinite "
+                         f"({int((~finite_rows).sum())} of {n} vertices); expected finite numbers", path=source)
+    labels = graph.labels
+    bad = (labels < -1) | (labels >= max(n, 2))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"label {labels[row]} of vertex {graph.vertex_ids[row]} is out of range: expected a class "
+                         f"number 0..C-1 (C <= {max(n, 2)}, the vertex count) or -1 for unknown", path=source)
+    unlabelled = graph.train_mask & (labels < 0)
+    if unlabelled.any():
+        row = int(np.flatnonzero(unlabelled)[0])
+        raise InputError(f"training vertex {graph.vertex_ids[row]} has no label (-1) "
+                         f"({int(unlabelled.sum())} unlabelled training vertices in all)", path=source)

@@ -19,6 +19,8 @@ from .errors import InputError
 
 def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
     """Create ``path`` (and its parents) if needed; refuse an unwritable directory."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} is not a directory", path=path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -38,6 +40,8 @@ def open_output(path: Path, *, binary: bool = False, append: bool = False) -> IO
     """Open an output file for (over)writing or appending, never through a symlink at its name."""
     if path.is_symlink():
         raise InputError("output file is a symbolic link; refusing to write through it", path=path)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"cannot write: {path.parent} is not a directory", path=path)
     prepare_output_dir(path.parent, what="directory of the output file")
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     try:

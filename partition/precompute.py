@@ -28,6 +28,7 @@ from distgcn.distribute import META_FILE, shard_filename
 from distgcn.errors import InputError
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
+from distgcn.safe_io import prepare_output_dir
 
 from .metrics import partition_metrics
 from .models import compute_parts
@@ -45,8 +46,11 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     """
     out = Path(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())) and not force:
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError("output exists and is not a directory; refusing to replace it", path=out)
+    if out.exists() and any(out.iterdir()) and not force:
         raise InputError("output exists and is not an empty directory (pass --force to replace it)", path=out)
+    prepare_output_dir(out.parent, what="parent directory of --out")  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
@@ -63,7 +67,6 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     fingerprint = graph.fingerprint()
     pid = partition_id(fingerprint, parts, nparts)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)

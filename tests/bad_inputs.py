@@ -1,0 +1,269 @@
+"""Every bad input we answer, as data: how to make it, the command, and what the user must see.
+
+tests/test_bad_inputs.py runs each case; ``python tests/bad_inputs.py`` runs
+them all and prints the markdown table of docs/reliability.md (the test checks
+that the table still says what the program says).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import run_distgcn  # noqa: E402
+
+TRAIN = ["--features", "4", "--classes", "2", "--epochs", "1", "--quiet"]
+GOOD_EDGES = "0 1\n1 2\n2 3\n3 0\n0 2\n"
+
+
+@dataclass
+class Case:
+    name: str
+    """Stable id, the first column of the docs table."""
+    what: str
+    """The bad input, in words."""
+    make: Callable[[Path], list[str]]
+    """Create the files in the given directory; return the distgcn arguments."""
+    expect: str
+    """A part of the one error line that names the culprit and what was expected."""
+    ranks: int = 1
+    exit_code: int = 2
+    warning: str | None = field(default=None)
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def write_bytes(directory: Path, name: str, data: bytes) -> Path:
+    path = directory / name
+    path.write_bytes(data)
+    return path
+
+
+def npz_graph(directory: Path, name: str = "g.npz", **overrides) -> Path:
+    """A valid 4-vertex graph in the project's .npz format, with chosen arrays replaced."""
+    n = 4
+    arrays = dict(adj_indptr=np.array([0, 1, 2, 3, 4]), adj_indices=np.array([1, 2, 3, 0]),
+                  adj_shape=np.array([n, n]), vertex_ids=np.arange(n), features=np.ones((n, 3), np.float32),
+                  labels=np.array([0, 1, 0, 1]), train_mask=np.array([True, True, False, False]),
+                  val_mask=np.array([False, False, True, False]), test_mask=np.array([False, False, False, True]))
+    arrays.update(overrides)
+    path = directory / name
+    np.savez(path, **arrays)
+    return path
+
+
+def partition(directory: Path, name: str, parts: int, edges: str = GOOD_EDGES) -> Path:
+    graph = write(directory, f"{name}.txt", edges)
+    out = directory / name
+    proc = run_distgcn(["partition", str(graph), "--parts", str(parts), "--model", "contiguous", *TRAIN[:4],
+                        "--out", str(out), "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def mixed_shards(d: Path) -> list[str]:
+    a = partition(d, "a", 2)
+    b = partition(d, "b", 2, edges=GOOD_EDGES + "1 3\n")
+    shutil.copy(b / "shard-00001.npz", a / "shard-00001.npz")
+    return ["train", str(a), "--epochs", "1"]
+
+
+def damaged_shard(d: Path, truncate: bool) -> list[str]:
+    part = partition(d, "p", 2)
+    shard = part / "shard-00000.npz"
+    data = bytearray(shard.read_bytes())
+    if truncate:
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 3] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    return ["train", str(part), "--epochs", "1"]
+
+
+def damaged_checkpoints(d: Path) -> list[str]:
+    graph = write(d, "g.txt", GOOD_EDGES)
+    args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt")]
+    proc = run_distgcn([*args, "--checkpoint-every", "1"])
+    assert proc.returncode == 0, proc.stderr
+    (d / "ckpt" / "checkpoint-00000001.pt").write_bytes(b"DISTGCN-CHECKPOINT-1\n" + b"0" * 80)
+    return [*args, "--resume"]
+
+
+def foreign_checkpoint(d: Path) -> list[str]:
+    graph = write(d, "g.txt", GOOD_EDGES)
+    other = write(d, "other.txt", GOOD_EDGES + "1 3\n")
+    proc = run_distgcn(["train", "--graph", str(other), *TRAIN, "--checkpoint-dir", str(d / "ckpt"),
+                        "--checkpoint-every", "1"])
+    assert proc.returncode == 0, proc.stderr
+    return ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt"), "--resume"]
+
+
+def graph_train(make_graph: Callable[[Path], Path], extra: list[str] = TRAIN) -> Callable[[Path], list[str]]:
+    return lambda d: ["train", "--graph", str(make_graph(d)), *extra]
+
+
+def in_the_way(d: Path) -> Path:
+    """A regular file where a directory is needed: mkdir under it fails for every user, root included."""
+    return write(d, "file", "not a directory")
+
+
+LABELLED = ["--epochs", "1", "--quiet"]
+
+CASES = [
+    Case("edge-list-malformed-line", "edge list line with 4 ids",
+         graph_train(lambda d: write(d, "bad.txt", "0 1\n1 2 3 4\n2 0\n")), "bad.txt:2: expected 2 vertex ids"),
+    Case("edge-list-non-numeric", "edge list with a word for an id",
+         graph_train(lambda d: write(d, "word.txt", "# c\n0 1\n1 x\n")), "word.txt:3"),
+    Case("edge-list-empty", "edge list with only comments",
+         graph_train(lambda d: write(d, "empty.txt", "# nothing here\n")), "empty.txt: no edges found"),
+    Case("edge-list-enormous-id", "an id of 10^20 (beyond 64 bits)",
+         graph_train(lambda d: write(d, "huge.txt", "0 1\n1 100000000000000000000\n")), "huge.txt:2"),
+    Case("edge-list-negative-id", "a negative vertex id",
+         graph_train(lambda d: write(d, "neg.txt", "0 1\n-4 2\n")), "neg.txt:2: negative vertex id"),
+    Case("edge-list-binary", "a binary file named .txt",
+         graph_train(lambda d: write_bytes(d, "bin.txt", bytes(range(256)))), "bin.txt:1"),
+    Case("metis-id-out-of-range", "METIS neighbour beyond the vertex count",
+         graph_train(lambda d: write(d, "g.graph", "3 2\n2\n1 5\n2\n")), "g.graph:3"),
+    Case("mtx-entry-out-of-range", "Matrix Market entry outside the declared size",
+         graph_train(lambda d: write(d, "m.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n"
+                                                 "1 2\n4 1\n")), "m.mtx:4"),
+    Case("mtx-bad-header", "Matrix Market file without its banner",
+         graph_train(lambda d: write(d, "nobanner.mtx", "3 3 1\n1 2\n")), "nobanner.mtx:1"),
+    Case("unknown-format", "a file of unknown type",
+         graph_train(lambda d: write(d, "g.csv", GOOD_EDGES)), "unknown graph format"),
+    Case("missing-file", "a graph file that does not exist",
+         graph_train(lambda d: d / "missing.txt"), "missing.txt: no such file"),
+    Case("features-nan", "NaN in the features",
+         graph_train(lambda d: npz_graph(d, features=np.array([[1, 0, 0], [0, np.nan, 0], [0, 0, 1], [1, 1, 1]],
+                                                              np.float32)), LABELLED),
+         "g.npz: features of vertex 1 are NaN or infinite"),
+    Case("features-inf", "an infinite feature",
+         graph_train(lambda d: npz_graph(d, features=np.array([[1, 0, 0], [0, 1, 0], [0, 0, np.inf], [1, 1, 1]],
+                                                              np.float32)), LABELLED),
+         "g.npz: features of vertex 2 are NaN or infinite"),
+    Case("labels-negative", "label -5",
+         graph_train(lambda d: npz_graph(d, labels=np.array([0, -5, 0, 1])), LABELLED),
+         "labels must be class numbers >= 0, or -1"),
+    Case("labels-too-large", "label 10^9 on a 4-vertex graph",
+         graph_train(lambda d: npz_graph(d, labels=np.array([0, 1, 10**9, 1])), LABELLED),
+         "label 1000000000 of vertex 2 is out of range"),
+    Case("train-vertex-unlabelled", "a training vertex with label -1",
+         graph_train(lambda d: npz_graph(d, labels=np.array([0, -1, 0, 1])), LABELLED),
+         "training vertex 1 has no label"),
+    Case("mask-wrong-length", "a train mask of 5 entries for 4 vertices",
+         graph_train(lambda d: npz_graph(d, train_mask=np.ones(5, bool)), LABELLED),
+         "train_mask must be a boolean array of length 4"),
+    Case("labels-wrong-length", "3 labels for 4 vertices",
+         graph_train(lambda d: npz_graph(d, labels=np.array([0, 1, 1])), LABELLED), "labels has length 3, expected 4"),
+    Case("unlabelled-graph", "a structure-only graph without --features/--classes",
+         graph_train(lambda d: write(d, "plain.txt", GOOD_EDGES), ["--epochs", "1"]), "--features F --classes C"),
+    Case("shards-of-another-graph", "a shard file from another graph's partition",
+         mixed_shards, "shard belongs to another partition", ranks=2),
+    Case("partition-for-another-p", "3-part partition run on 2 ranks",
+         lambda d: ["train", str(partition(d, "p3", 3)), "--epochs", "1"], "partition has 3 parts but the job has 2",
+         ranks=2),
+    Case("shard-truncated", "a shard file cut in half",
+         lambda d: damaged_shard(d, truncate=True), "shard-00000.npz: cannot read shard", ranks=2),
+    Case("shard-corrupt", "one flipped byte in a shard",
+         lambda d: damaged_shard(d, truncate=False), "shard-00000.npz", ranks=2),
+    Case("partition-meta-missing", "a directory that is not a partition",
+         lambda d: ["train", str(d), "--epochs", "1"], "not a partition directory (no meta.json)"),
+    Case("checkpoints-all-damaged", "--resume when every checkpoint is damaged",
+         damaged_checkpoints, "none of the 1 checkpoints is sound",
+         warning="checkpoint is truncated or corrupt (checksum mismatch)"),
+    Case("checkpoint-of-another-graph", "--resume with a checkpoint of another graph",
+         foreign_checkpoint, "refusing to resume: it was written for another graph"),
+    Case("resume-without-dir", "--resume without --checkpoint-dir",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--resume"],
+         "--resume and --checkpoint-every need --checkpoint-dir"),
+    Case("metrics-dir-unwritable", "--metrics under a regular file",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(in_the_way(d) / "m.jsonl")], "cannot create directory of the output file"),
+    Case("metrics-symlink", "--metrics naming a symlink to another file",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(symlink(d, "m.jsonl", write(d, "precious.txt", "keep me")))],
+         "output file is a symbolic link"),
+    Case("checkpoint-dir-unwritable", "--checkpoint-dir under a regular file",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--checkpoint-dir",
+                    str(in_the_way(d) / "ckpt"), "--checkpoint-every", "1"], "cannot create checkpoint directory"),
+    Case("partition-out-unwritable", "partition --out under a regular file",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(in_the_way(d) / "out")], "parent directory of --out is not a directory"),
+    Case("partition-out-exists", "partition --out naming a non-empty directory",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(write(d, "keep.txt", "x").parent)], "--force"),
+    Case("partition-out-is-a-file", "partition --out naming a regular file, with --force",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(write(d, "results.csv", "precious")), "--force"],
+         "output exists and is not a directory"),
+    Case("argument-out-of-range", "--dropout 1.5",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--dropout", "1.5"],
+         "--dropout: expected a probability in [0, 1)"),
+]
+
+
+def symlink(directory: Path, name: str, target: Path) -> Path:
+    link = directory / name
+    link.symlink_to(target)
+    return link
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    """Every entry under ``directory`` with a hash of its content (or its link target)."""
+    state = {}
+    for path in sorted(directory.rglob("*")):
+        key = str(path.relative_to(directory))
+        if path.is_symlink():
+            state[key] = "link:" + str(path.readlink())
+        elif path.is_file():
+            state[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            state[key] = "dir"
+    return state
+
+
+def messages(stderr: str) -> list[str]:
+    """The lines a user reads: errors (ours and argparse's) and warnings, without usage or progress lines."""
+    return [line for line in stderr.splitlines() if ": error: " in line or line.startswith("distgcn: warning:")]
+
+
+def run_case(case: Case, directory: Path):
+    """Make the inputs, run the command; returns (process, snapshot before, snapshot after)."""
+    args = case.make(directory)
+    before = snapshot(directory)
+    proc = run_distgcn(args, ranks=case.ranks, timeout=120)
+    return proc, before, snapshot(directory)
+
+
+def shown(line: str, directory: Path) -> str:
+    """The error line as the docs show it: the temporary directory replaced by ``DIR``."""
+    return line.replace(str(directory), "DIR")
+
+
+def render_table() -> str:
+    import tempfile
+
+    rows = ["| id | bad input | what the user sees (stderr; exit status) |", "|---|---|---|"]
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp).resolve()
+            proc, _, _ = run_case(case, directory)
+            lines = [shown(line, directory) for line in messages(proc.stderr)]
+            seen = "<br>".join(f"`{line}`" for line in lines) or "(nothing)"
+            rows.append(f"| {case.name} | {case.what} | {seen}; exit {proc.returncode} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(render_table())
