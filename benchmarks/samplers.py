@@ -3,7 +3,10 @@
 For each graph and sampler: the time of ``sample_vertices`` (draws + dedupe)
 and of ``sample`` (plus the induced subgraph), reported as distinct sampled
 vertices per second on one thread (BLAS/OpenMP pinned to 1 before numpy
-loads; the samplers are single-threaded numpy anyway). Then the frontier
+loads; the samplers are single-threaded numpy anyway). The main figure is
+per CPU second of this process (``time.process_time``), which time slices
+given to other processes on a shared machine do not inflate; wall-clock
+rates (median and fastest call) are recorded too. Then the frontier
 walk with the Fenwick tree against the naive O(m) cumulative sum, for several
 frontier sizes m, as steps (= sampled vertices) per second.
 
@@ -24,6 +27,7 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -46,13 +50,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SLASHDOT = ROOT.parent / "shared" / "datasets" / "soc-Slashdot0902" / "soc-Slashdot0902.txt.gz"
 
 
-def repeat_for(fn, min_time: float, min_reps: int) -> tuple[int, float, list]:
-    """Call fn until both min_reps calls and min_time seconds are done; return (reps, seconds, outputs)."""
-    outs, reps, start = [], 0, time.perf_counter()
-    while reps < min_reps or time.perf_counter() - start < min_time:
+def repeat_for(fn, min_time: float, min_reps: int) -> tuple[list[tuple[float, float]], list]:
+    """Call fn until min_reps calls and min_time seconds are done; return (wall, CPU) seconds per call and outputs."""
+    times, outs, start = [], [], time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - start < min_time:
+        w0, c0 = time.perf_counter(), time.process_time()
         outs.append(fn())
-        reps += 1
-    return reps, time.perf_counter() - start, outs
+        times.append((time.perf_counter() - w0, time.process_time() - c0))
+    return times, outs
+
+
+def rates(prefix: str, amount: float, times: list[tuple[float, float]]) -> dict:
+    """amount per CPU second of this process (what one core delivers, whatever else runs on the
+    machine), and per wall second at the median and the fastest call."""
+    wall = [w for w, _ in times]
+    cpu = sum(c for _, c in times) / len(times)
+    return {f"{prefix}_cpu": round(amount / cpu), f"{prefix}_wall_median": round(amount / statistics.median(wall)),
+            f"{prefix}_wall_best": round(amount / min(wall))}
 
 
 def bench_samplers(name: str, graph: SamplingGraph, batch: int, min_time: float) -> list[dict]:
@@ -62,21 +76,20 @@ def bench_samplers(name: str, graph: SamplingGraph, batch: int, min_time: float)
         sampler = make_sampler(sampler_name, graph, batch)
         setup = time.perf_counter() - t0
         rng = np.random.default_rng(0)
-        reps, secs, outs = repeat_for(lambda: sampler.sample_vertices(rng), min_time, 3)
-        vertices = sum(o.size for o in outs)
+        times, outs = repeat_for(lambda: sampler.sample_vertices(rng), min_time, 5)
+        mean_vertices = sum(o.size for o in outs) / len(outs)
         rng = np.random.default_rng(0)
-        reps_s, secs_s, subs = repeat_for(lambda: sampler.sample(rng), min_time, 3)
+        times_s, subs = repeat_for(lambda: sampler.sample(rng), min_time, 5)
         row = {
             "graph": name, "sampler": sampler_name, "batch_size": batch,
             "options": {k: getattr(sampler, k) for k in ("walk_length", "num_roots", "frontier_size", "pop")
                         if hasattr(sampler, k)},
             "setup_s": round(setup, 3),
-            "mean_vertices": round(vertices / reps, 1),
-            "mean_edges": round(sum(s.num_edges for s in subs) / reps_s, 1),
-            "vertices_per_s": round(vertices / secs),
-            "samples_per_s": round(reps / secs, 2),
-            "with_subgraph_vertices_per_s": round(sum(s.num_vertices for s in subs) / secs_s),
-            "with_subgraph_samples_per_s": round(reps_s / secs_s, 2),
+            "samples": [len(times), len(times_s)],
+            "mean_vertices": round(mean_vertices, 1),
+            "mean_edges": round(sum(s.num_edges for s in subs) / len(subs), 1),
+            **rates("vertices_per_s", mean_vertices, times),
+            **rates("with_subgraph_vertices_per_s", sum(s.num_vertices for s in subs) / len(subs), times_s),
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -92,9 +105,9 @@ def bench_frontier(name: str, graph: SamplingGraph, sizes: list[int], steps: int
         walks = {}
         for label, walk in (("tree", frontier_walk_tree), ("dashboard", frontier_walk_dashboard),
                             ("naive", frontier_walk_naive)):
-            reps, secs, outs = repeat_for(lambda: walk(graph, frontier, steps, np.random.default_rng(1)), min_time, 1)
+            times, outs = repeat_for(lambda: walk(graph, frontier, steps, np.random.default_rng(1)), min_time, 3)
             walks[label] = outs[0]
-            row[f"{label}_steps_per_s"] = round(reps * steps / secs)
+            row.update(rates(f"{label}_steps_per_s", steps, times))
         row["tree_equals_naive"] = bool(np.array_equal(walks["tree"], walks["naive"]))
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -137,7 +150,9 @@ def main() -> None:
         a = normalized_adjacency(g.adj)
         graph = SamplingGraph(a)
         name = Path(spec).name.split(".")[0] if not spec.startswith("synthetic:") else spec
-        print(f"# {name}: n={graph.n} nnz(Â)={graph.nnz} load {time.perf_counter() - t0:.1f}s", flush=True)
+        print(f"# {name}: n={graph.n} nnz(Â)={graph.nnz} load {time.perf_counter() - t0:.1f}s "
+              f"loadavg {os.getloadavg()}", flush=True)
+        results["machine"].setdefault("loadavg_per_graph", {})[name] = os.getloadavg()
         results["samplers"] += bench_samplers(name, graph, args.batch_size, args.min_time)
         sizes = [int(m) for m in args.frontier_sizes.split(",") if int(m) <= (graph.deg > 0).sum()]
         results["frontier"] += bench_frontier(name, graph, sizes, args.frontier_steps, args.min_time)
@@ -148,17 +163,20 @@ def main() -> None:
         f"samplers-{datetime.datetime.now(datetime.timezone.utc).date().isoformat()}.json"
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"\nwrote {out}\n")
-    print("| graph | sampler | N | mean vertices | mean edges | vertices/s (draw) | vertices/s (with subgraph) |")
+    print("Sampled (distinct) vertices per second on one thread: per CPU second (wall-clock median).\n")
+    print("| graph | sampler | N | mean vertices | mean edges | draw only | with induced subgraph |")
     print("|---|---|---|---|---|---|---|")
     for r in results["samplers"]:
         print(f"| {r['graph']} | {r['sampler']} | {r['batch_size']} | {r['mean_vertices']:.0f} | "
-              f"{r['mean_edges']:.0f} | {r['vertices_per_s']:,} | {r['with_subgraph_vertices_per_s']:,} |")
-    print("\n| graph | m | Fenwick tree steps/s | Dashboard steps/s | naive steps/s | tree = naive |")
+              f"{r['mean_edges']:.0f} | {r['vertices_per_s_cpu']:,} ({r['vertices_per_s_wall_median']:,}) | "
+              f"{r['with_subgraph_vertices_per_s_cpu']:,} ({r['with_subgraph_vertices_per_s_wall_median']:,}) |")
+    print("\nFrontier steps (= sampled vertices) per second: per CPU second (wall-clock median).\n")
+    print("| graph | m | Fenwick tree | Dashboard | naive | tree = naive |")
     print("|---|---|---|---|---|---|")
     for r in results["frontier"]:
-        print(f"| {r['graph']} | {r['m']} | {r['tree_steps_per_s']:,} | {r['dashboard_steps_per_s']:,} | "
-              f"{r['naive_steps_per_s']:,} | {r['tree_equals_naive']} |")
-
+        cells = " | ".join(f"{r[k + '_steps_per_s_cpu']:,} ({r[k + '_steps_per_s_wall_median']:,})"
+                           for k in ("tree", "dashboard", "naive"))
+        print(f"| {r['graph']} | {r['m']} | {cells} | {r['tree_equals_naive']} |")
 
 if __name__ == "__main__":
     main()

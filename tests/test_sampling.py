@@ -150,6 +150,30 @@ def test_node_sampler_inclusion_frequencies_match_p():
     assert np.max(np.abs(uniform - expected)) > 3 * bound
 
 
+def test_edge_sampler_draws_edges_with_p_proportional_to_inverse_degrees():
+    """P(v, u) ∝ 1/d(u) + 1/d(v), d = in-degree + 1, over the off-diagonal entries of Â."""
+    a = sbm(n=40, seed=6)
+    g = SamplingGraph(a)
+    sampler = make_sampler("edge", g, 40)
+    coo = a.tocoo()
+    off = coo.row != coo.col
+    rows, cols = coo.row[off], coo.col[off]
+    w = 1.0 / (g.deg[rows] + 1) + 1.0 / (g.deg[cols] + 1)
+    exact = w / w.sum()
+    key = rows * g.n + cols
+    order = np.argsort(key)
+    rng = np.random.default_rng(21)
+    draws = np.concatenate([sampler.draw(rng).reshape(2, -1) for _ in range(3000)], axis=1)  # (dst, src)
+    trials = draws.shape[1]
+    idx = np.searchsorted(key[order], draws[0] * g.n + draws[1])
+    assert np.array_equal(key[order][idx], draws[0] * g.n + draws[1])  # every draw is an edge of Â
+    freq = np.bincount(order[idx], minlength=key.size) / trials
+    sd = np.sqrt(exact * (1 - exact) / trials)
+    assert np.all(np.abs(freq - exact) <= 5 * sd)
+    uniform = 1.0 / key.size
+    assert np.max(np.abs(uniform - exact) / sd) > 10  # uniform edges would fail the bound
+
+
 @settings(max_examples=30, deadline=None)
 @given(weights=st.lists(st.integers(0, 50), min_size=1, max_size=40),
        updates=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 50)), max_size=30))
@@ -178,7 +202,12 @@ def test_frontier_tree_and_naive_give_the_same_walk(a, seed, m):
     naive = frontier_walk_naive(g, frontier, 60, np.random.default_rng(seed))
     np.testing.assert_array_equal(tree, naive)
     dash = frontier_walk_dashboard(g, frontier, 60, np.random.default_rng(seed))
-    assert dash.shape == (60,) and np.all(g.deg[frontier].sum() > 0)
+    np.testing.assert_array_equal(dash, frontier_walk_dashboard(g, frontier, 60, np.random.default_rng(seed)))
+    dense = a.toarray() != 0
+    np.fill_diagonal(dense, False)
+    for walk in (tree, dash):  # each visit is an in-neighbour of a start or of an earlier visit
+        for k, u in enumerate(walk):
+            assert dense[np.r_[frontier, walk[:k]], u].any()
     tree_s = make_sampler("frontier", g, 40, frontier_size=m).sample(np.random.default_rng(seed))
     naive_s = make_sampler("frontier", g, 40, frontier_size=m, pop="naive").sample(np.random.default_rng(seed))
     np.testing.assert_array_equal(tree_s.vertices, naive_s.vertices)
@@ -211,21 +240,46 @@ def test_frontier_pops_proportionally_to_degree(pop):
     assert abs(p_hub_after_hub - 0.09) < 0.02, p_hub_after_hub  # sd ~ 0.002
 
 
+def exact_visit_distributions(a: sp.csr_matrix, g: SamplingGraph, frontier, steps: int) -> list[np.ndarray]:
+    """P(the k-th step reaches x), k = 1..steps, by enumerating frontier states (small cases only)."""
+    states = {tuple(int(v) for v in frontier): 1.0}
+    out = []
+    for _ in range(steps):
+        visit, nxt = np.zeros(g.n), {}
+        for state, p in states.items():
+            total = sum(int(g.deg[v]) for v in state)
+            for slot, v in enumerate(state):
+                row = a.indices[a.indptr[v]:a.indptr[v + 1]]
+                for u in row[row != v]:
+                    q = p * g.deg[v] / total / g.deg[v]
+                    visit[u] += q
+                    new = list(state)
+                    if g.deg[u] > 0:
+                        new[slot] = int(u)
+                    nxt[tuple(new)] = nxt.get(tuple(new), 0.0) + q
+        states = nxt
+        out.append(visit)
+    return out
+
+
 @pytest.mark.parametrize("pop", list(WALKS))
-def test_first_frontier_step_has_the_exact_distribution(pop):
-    """From a fixed frontier F, the first step reaches u w.p. Σ_{v∈F, u∈N(v)} 1/Σ_{w∈F} deg(w)."""
-    a = sbm(n=60, seed=4)
+def test_first_frontier_steps_have_the_exact_distribution(pop):
+    """From a fixed frontier, the k-th step (k = 1, 2, 3) reaches x with the enumerated probability.
+
+    Steps 2 and 3 pop from a frontier that has moved, so they check that a moved walker's old
+    weight is gone (the Dashboard's dead cells must be rejected).
+    """
+    a = sbm(n=40, seed=4)
     g = SamplingGraph(a)
-    frontier = np.array([3, 17, 29, 41, 55])
-    exact = np.zeros(g.n)
-    for v in frontier:
-        row = a.indices[a.indptr[v]:a.indptr[v + 1]]
-        exact[row[row != v]] += 1.0 / g.deg[frontier].sum()
+    frontier = np.array([3, 17, 29])
+    exact = exact_visit_distributions(a, g, frontier, 3)
     trials = 6000
     rng = np.random.default_rng(13)
-    counts = np.bincount([int(WALKS[pop](g, frontier, 1, rng)[0]) for _ in range(trials)], minlength=g.n)
-    sd = np.sqrt(exact * (1 - exact) / trials)
-    assert np.all(np.abs(counts / trials - exact) <= 5 * sd + 1e-12)
+    visits = np.array([WALKS[pop](g, frontier, 3, rng) for _ in range(trials)])
+    for k in range(3):
+        freq = np.bincount(visits[:, k], minlength=g.n) / trials
+        sd = np.sqrt(exact[k] * (1 - exact[k]) / trials)
+        assert np.all(np.abs(freq - exact[k]) <= 5 * sd + 1e-12), k
 
 
 def test_dashboard_and_tree_visit_with_the_same_distribution():

@@ -14,7 +14,7 @@ Two structures make the pop cheaper than O(m); both are here and
   a live one (O(1) expected probes when at least a fixed fraction of cells is
   live); a move kills the walker's old cells at once by issuing it a new
   ticket and appends deg(u) cells (O(deg u) writes, plus an amortized
-  compaction when the array is full);
+  compaction when the array is full or mostly dead cells);
 * a **Fenwick (binary indexed) tree** over the m integer walker weights
   (:func:`frontier_walk_tree`): a pop descends the tree to the slot whose
   weight interval holds an integer target in ``[0, total)`` and a move adds
