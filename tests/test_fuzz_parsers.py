@@ -8,11 +8,16 @@ CI runs a few hundred examples per parser; a long run is
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from conftest import ROOT
 
 from distgcn.data.matrix_market import load_matrix_market
 from distgcn.data.metis import load_metis
@@ -90,3 +95,25 @@ def test_matrix_market_parser_raw_bytes(tmp_path, data):
 @given(text=metis_text)
 def test_metis_parser(tmp_path, text):
     check(load_metis, tmp_path / "g.graph", text.encode())
+
+
+FOUND_BY_FUZZING = [
+    # scipy 1.17's Matrix Market reader died of SIGFPE (the whole process) on a zero dimension in
+    # the dense layout; found by the long fuzz run of 2026-11-22.
+    ("zero-rows-array.mtx", "%%MatrixMarket matrix array real general\n0 3\n1\n", "0 x 3"),
+    ("empty-array.mtx", "%%MatrixMarket matrix array real general\n0 0\n", "0 x 0"),
+]
+
+
+@pytest.mark.parametrize("name,text,expected", FOUND_BY_FUZZING, ids=[f[0] for f in FOUND_BY_FUZZING])
+def test_regressions_found_by_fuzzing(tmp_path, name, text, expected):
+    """Run in a child process: a regression here kills the process instead of raising."""
+    path = tmp_path / name
+    path.write_text(text)
+    probe = ("import sys; from pathlib import Path; from distgcn.data import load_graph\n"
+             "from distgcn.errors import InputError\n"
+             "try:\n    load_graph(sys.argv[1])\nexcept InputError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert expected in proc.stdout

@@ -29,6 +29,7 @@ _LINE_PREFIX = re.compile(r"^\s*Line (\d+):\s*")
 def load_matrix_market(path: Path, *, symmetrize: bool = False, name: str | None = None) -> Graph:
     """Read a square Matrix Market matrix as the adjacency of a graph without features."""
     _check_banner(path)
+    _check_size_line(path)
     try:
         matrix = scipy.io.mmread(str(path))
     except Exception as e:  # scipy's parser reports bad input with several exception types
@@ -47,6 +48,32 @@ def load_matrix_market(path: Path, *, symmetrize: bool = False, name: str | None
     adj = edges_to_adjacency(coo.row, coo.col, n, symmetrize=symmetrize)
     require_edges(adj, path)
     return Graph(adj=adj, vertex_ids=np.arange(1, n + 1, dtype=np.int64), name=name or file_stem(path))
+
+
+MAX_DENSE_ENTRIES = 10**8
+"""A larger ``array`` (dense) layout would be materialized whole: 800 MB of float64 and more."""
+
+
+def _check_size_line(path: Path) -> None:
+    """Refuse what scipy's reader mishandles before it reads the body.
+
+    scipy 1.17's reader dies of SIGFPE (killing the process, not raising) on
+    an ``array`` file with a zero dimension; our fuzz run found it
+    (docs/reliability.md). A zero dimension has no edges anyway, and a
+    non-square matrix is no adjacency, so both are refused from the header.
+    """
+    try:
+        rows, cols, entries, layout, _field, _symmetry = scipy.io.mminfo(str(path))
+    except Exception as e:  # noqa: BLE001 - scipy reports a bad header with several exception types
+        raise InputError(f"invalid Matrix Market header: {' '.join(str(e).split()) or type(e).__name__}",
+                         path=path) from None
+    if rows != cols:
+        raise InputError(f"matrix is {rows} x {cols}; expected a square adjacency matrix", path=path)
+    if rows == 0:
+        raise InputError("matrix is 0 x 0: no vertices, no edges", path=path)
+    if layout == "array" and rows * cols > MAX_DENSE_ENTRIES:
+        raise InputError(f"dense 'array' layout of {rows} x {cols} entries (limit {MAX_DENSE_ENTRIES}); "
+                         "store a graph this large in the 'coordinate' layout", path=path)
 
 
 def _check_banner(path: Path) -> None:
