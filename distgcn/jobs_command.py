@@ -67,7 +67,8 @@ def add_jobs_parser(commands: argparse._SubParsersAction) -> None:
                          help="part counts, e.g. 1,2,4,8")
     scaling.add_argument("--out", required=True, metavar="PATTERN",
                          help="partition directories, with {P} for the part count (e.g. parts/p{P})")
-    scaling.add_argument("--results", required=True, metavar="DIR", help="where each element writes metrics-pP.jsonl")
+    scaling.add_argument("--results", required=True, metavar="DIR",
+                         help="where each element writes metrics-pP.jsonl")
     scaling.add_argument("--concurrent", type=_positive, default=1, metavar="N",
                          help="array elements running at once (default: 1, so timings do not interfere)")
     _add_common(scaling)
@@ -86,7 +87,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="hypergraph",
                         choices=["random", "contiguous", "graph", "hypergraph"], help="(default: hypergraph)")
     parser.add_argument("--partition-args", default="", metavar="ARGS",
-                        help="more 'distgcn partition' arguments, given with '=': --partition-args='--symmetrize --preset default'")
+                        help="more 'distgcn partition' arguments, given with '=': "
+                             "--partition-args='--symmetrize --preset default'")
     parser.add_argument("--partition-cpus", type=_positive, default=16, metavar="C",
                         help="cores of the partition job (default: 16)")
     parser.add_argument("--nodes", type=_positive, default=1, metavar="N", help="training nodes (default: 1)")
@@ -94,9 +96,11 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="threads per rank (default: 1)")
     parser.add_argument("--time", default="01:00:00", help="time limit of each job (default: 01:00:00)")
     parser.add_argument("--train-args", default="", metavar="ARGS",
-                        help="more 'distgcn train' arguments, given with '=': --train-args='--epochs 100 --hidden 64,64'")
+                        help="more 'distgcn train' arguments, given with '=': "
+                             "--train-args='--epochs 100 --hidden 64,64'")
     parser.add_argument("--sbatch-args", default="", metavar="ARGS",
-                        help="more sbatch options for every job, given with '=': --sbatch-args='--account=A --qos=normal'")
+                        help="more sbatch options for every job, given with '=': "
+                             "--sbatch-args='--account=A --qos=normal'")
     parser.add_argument("--requeue", action="store_true",
                         help="let Slurm requeue the training job after a node failure or preemption")
     parser.add_argument("--templates", type=Path, default=Path(os.environ.get("DISTGCN_JOBS_DIR", TEMPLATES)),

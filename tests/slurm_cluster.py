@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +85,9 @@ def slurm_conf(root: Path, host: str, ctld_port: int, slurmd_port: int, munge_so
         "ReturnToService=2",
         # finished jobs stay visible to 'scontrol show job' (there is no slurmdbd for sacct)
         "MinJobAge=900",
+        # job ids differ between clusters (sessions may run side by side), and so do the rendezvous
+        # ports that distgcn derives from them under srun (20000 + job id mod 20000)
+        f"FirstJobId={1000 + secrets.randbelow(1_000_000)}",
         f"NodeName={host} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN",
         f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
         "",
@@ -230,7 +233,7 @@ def _node_state(cluster: SlurmCluster) -> str:
     return result.stdout.strip() if result.returncode == 0 else ""
 
 
-def _wait_for(condition, timeout: float, cluster: SlurmCluster, name: str) -> None:
+def _wait_for(condition: Callable[[], bool], timeout: float, cluster: SlurmCluster, name: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         dead = [n for n, p in cluster.processes.items() if p.poll() is not None]

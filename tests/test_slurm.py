@@ -2,8 +2,8 @@
 
 The runs use the session's one-node cluster (tests/slurm_cluster.py): the
 chained partition and training jobs that 'distgcn jobs submit' sends, the
-strong-scaling job array and its collector, and the errors a wrong launch
-must give at start.
+strong-scaling job arrays and the collector, the errors a wrong launch must
+give at start, and 'distgcn train' started by srun and by mpiexec in a job.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from slurm_cluster import SlurmCluster
 from distgcn.jobs_command import scaling_table
 
 JOBS = ROOT / "jobs"
-TEMPLATES = ("partition.sbatch", "train-cpu.sbatch", "train-gpu.sbatch", "scaling.sbatch")
+TEMPLATES = sorted(p.name for p in JOBS.glob("*.sbatch"))
 GRAPH = "synthetic:sbm,n=2000,classes=4,features=16"
 
 
@@ -29,6 +29,10 @@ def _header_and_body(text: str) -> tuple[str, str]:
     lines = text.splitlines()
     end = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     return "\n".join(lines[:end]), "\n".join(lines[end:])
+
+
+def test_the_four_templates_are_there() -> None:
+    assert {"partition.sbatch", "train-cpu.sbatch", "train-gpu.sbatch", "scaling.sbatch"} <= set(TEMPLATES)
 
 
 @pytest.mark.parametrize("name", TEMPLATES)
@@ -56,6 +60,22 @@ def test_collector_speedup_and_efficiency_are_relative_to_the_fewest_ranks() -> 
     assert rows[1]["halo_rows"] == 40
 
 
+def test_submit_dry_run_chains_training_after_partitioning(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "distgcn", "jobs", "submit", "--graph", GRAPH, "--parts", "6",
+                             "--nodes", "4", "--out", "part6", "--train-args=--epochs 9 --hidden 64,64", "--requeue",
+                             "--dry-run"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    partition, train = result.stdout.splitlines()[:2]
+    assert partition.endswith("jobs/partition.sbatch") and "DISTGCN_PARTS=6 " in partition
+    assert f"DISTGCN_OUT={tmp_path / 'part6'} " in partition
+    assert train.endswith("jobs/train-cpu.sbatch") and f"DISTGCN_DIR={tmp_path / 'part6'} " in train
+    # a comma inside a value survives: the variables go in sbatch's environment, not --export
+    assert "DISTGCN_TRAIN_ARGS='--epochs 9 --hidden 64,64'" in train
+    for option in ("--nodes=4", "--ntasks=6", "--ntasks-per-node=2", "--requeue",
+                   "--dependency=afterok:<partition>", "--kill-on-invalid-dep=yes"):
+        assert f" {option} " in train or f" '{option}' " in train, option
+
+
 def _distgcn(cluster: SlurmCluster, args: list[str], cwd: Path) -> str:
     result = subprocess.run([sys.executable, "-m", "distgcn", *args], capture_output=True, text=True,
                             env=cluster.env, cwd=cwd, timeout=120)
@@ -64,49 +84,68 @@ def _distgcn(cluster: SlurmCluster, args: list[str], cwd: Path) -> str:
 
 
 def _succeeded(records: list[dict[str, str]], cwd: Path) -> None:
-    for record in records:
-        logs = "\n".join(f"--- {p.name}:\n{p.read_text()}" for p in sorted(cwd.glob("*.out")) + sorted(cwd.glob("*.err")))
-        assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), f"job {record['JobId']}:\n{logs}"
+    failed = [r["JobId"] for r in records if (r["JobState"], r["ExitCode"]) != ("COMPLETED", "0:0")]
+    if failed:
+        logs = "\n".join(f"--- {p.name}:\n{p.read_text()}" for p in sorted([*cwd.glob("*.out"), *cwd.glob("*.err")]))
+        raise AssertionError(f"jobs {failed} did not complete with exit code 0:\n{logs}")
 
 
 def test_partition_job_then_training_job_chained_with_afterok(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = _distgcn(slurm_cluster, ["jobs", "submit", "--graph", GRAPH, "--parts", "4", "--model", "hypergraph",
                                    "--partition-args=--preset default --quiet", "--partition-cpus", "2",
-                                   "--out", "part4", "--cpus-per-task", "2", "--metrics", "train.jsonl",
+                                   "--out", "part4", "--metrics", "train.jsonl",
                                    "--train-args=--epochs 40 --quiet", "--time", "00:10:00"], tmp_path)
     part_id, train_id = map(int, re.search(r"partition job (\d+), training job (\d+)", out).groups())
     pending = slurm_cluster.jobs(train_id)[0]
     assert pending["JobState"] in ("PENDING", "RUNNING", "COMPLETED")
 
-    (part,) = slurm_cluster.wait(part_id, timeout=240)
-    (train,) = slurm_cluster.wait(train_id, timeout=240)
+    (part,) = slurm_cluster.wait(part_id, timeout=300)
+    (train,) = slurm_cluster.wait(train_id, timeout=300)
     _succeeded([part, train], tmp_path)
     assert train["StartTime"] >= part["EndTime"], "training started before its partition job ended"
-    assert (train["NumTasks"], train["NumCPUs"]) == ("4", "8")
+    assert train["NumTasks"] == "4"
 
     assert json.loads((tmp_path / "part4" / "meta.json").read_text())["parts"] == 4
     records = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == list(range(1, 41))
     assert records[-1]["test_acc"] > 0.9, records[-1]
     run = records[0]["run"]
-    assert (run["ranks"], run["threads"], run["backend"]) == (4, 2, "mpi"), "SLURM_CPUS_PER_TASK sets the threads"
+    assert (run["ranks"], run["backend"]) == (4, "mpi")
     log = (tmp_path / f"distgcn-train-{train_id}.out").read_text()
     assert "done: 40 epochs on 4 rank(s)" in log
+
+
+def test_training_job_is_cancelled_when_its_partition_job_fails(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = _distgcn(slurm_cluster, ["jobs", "submit", "--graph", str(tmp_path / "missing.txt"), "--parts", "2",
+                                   "--model", "random", "--partition-cpus", "1", "--out", "part2",
+                                   "--time", "00:05:00"], tmp_path)
+    part_id, train_id = map(int, re.search(r"partition job (\d+), training job (\d+)", out).groups())
+    (part,) = slurm_cluster.wait(part_id, timeout=120)
+    (train,) = slurm_cluster.wait(train_id, timeout=60)
+    assert (part["JobState"], part["ExitCode"]) == ("FAILED", "2:0")
+    assert "missing.txt" in (tmp_path / f"distgcn-partition-{part_id}.err").read_text()
+    assert (train["JobState"], train["Reason"]) == ("CANCELLED", "DependencyNeverSatisfied")
+    assert not list(tmp_path.glob("distgcn-train-*")), "the training job must not have run"
 
 
 def test_scaling_array_then_collected_table(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = _distgcn(slurm_cluster, ["jobs", "scaling", "--graph", GRAPH, "--parts", "1,2,4", "--model", "random",
                                    "--partition-args=--quiet", "--partition-cpus", "1", "--out", "parts/p{P}",
-                                   "--results", "results", "--train-args=--epochs 5 --quiet",
+                                   "--results", "results", "--train-args=--epochs 3 --quiet", "--cpus-per-task", "2",
                                    "--time", "00:10:00"], tmp_path)
     part_id, train_id = map(int, re.search(r"partition array (\d+), scaling array (\d+)", out).groups())
-    parts = slurm_cluster.wait(part_id, timeout=240)
-    elements = slurm_cluster.wait(train_id, timeout=300)
+    # bounds for a loaded 2-core machine, where 4 ranks x 2 threads are 4x oversubscribed
+    parts = slurm_cluster.wait(part_id, timeout=150)
+    elements = slurm_cluster.wait(train_id, timeout=420)
     assert len(parts) == 3 and len(elements) == 3
     _succeeded(parts + elements, tmp_path)
 
     rows = json.loads(_distgcn(slurm_cluster, ["jobs", "collect", "results", "--json"], tmp_path))
     assert [r["ranks"] for r in rows] == [1, 2, 4]
+    # threads come from SLURM_CPUS_PER_TASK: without it, 2 and 4 ranks on 2 cores would get 1 thread each
+    for parts in (1, 2, 4):
+        header = json.loads((tmp_path / "results" / f"metrics-p{parts}.jsonl").read_text().splitlines()[0])["run"]
+        assert (header["ranks"], header["threads"], header["backend"]) == (parts, 2, "mpi")
     assert rows[0]["halo_rows"] == 0 and rows[0]["speedup"] == 1.0
     for row in rows[1:]:
         meta = json.loads((tmp_path / "parts" / f"p{row['ranks']}" / "meta.json").read_text())
