@@ -43,6 +43,12 @@ class GCN(nn.Module):
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
     def forward(self, x: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray, epoch: int) -> torch.Tensor:
+        return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
+
+    def layer_outputs(self, x: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray,
+                      epoch: int) -> list[torch.Tensor]:
+        """Each layer's output (hidden layers after ReLU, then the logits): embeddings come from here."""
+        outputs = []
         h = x
         last = len(self.weights) - 1
         for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
@@ -56,4 +62,5 @@ class GCN(nn.Module):
             h = h + bias
             if layer != last:
                 h = torch.relu(h)
-        return h
+            outputs.append(h)
+        return outputs

@@ -40,16 +40,25 @@ def prepare_graph(options: GraphOptions) -> tuple[Graph, sp.csr_matrix]:
         classes=options.classes,
         seed=options.seed,
     )
+    return prepare_loaded_graph(graph, options.spec, options.feature_norm)
+
+
+def prepare_loaded_graph(graph: Graph, source: str, feature_norm: str = "row") -> tuple[Graph, sp.csr_matrix]:
+    """Check and normalize a graph already in memory (in place); return it with Â.
+
+    Split from :func:`prepare_graph` so that graphs built in Python (``distgcn.api``)
+    get exactly the preparation the command line gives a file.
+    """
     if not graph.has_training_data:
         raise InputError(
-            f"graph {options.spec!r} has no features or labels: pass --features F --classes C "
+            f"graph {source!r} has no features or labels: pass --features F --classes C "
             "to train on random ones, as the paper does for unlabelled graphs"
         )
-    check_training_data(graph, options.spec)
-    if options.feature_norm == "row":
+    check_training_data(graph, source)
+    if feature_norm == "row":
         graph.features = normalize_rows(graph.features)
-    elif options.feature_norm != "none":
-        raise InputError(f"--feature-norm: expected row or none, got {options.feature_norm!r}")
+    elif feature_norm != "none":
+        raise InputError(f"--feature-norm: expected row or none, got {feature_norm!r}")
     return graph, normalized_adjacency(graph.adj)
 
 

@@ -1,0 +1,245 @@
+"""The Python API: load or convert a graph, partition it, read its metrics, train, predict.
+
+The same pipeline as the command line, for scripts and notebooks
+(docs/api.md). :func:`train` runs in a plain Python process as one rank, and
+under ``mpiexec -n P`` when every rank calls it with the same arguments. Bad
+input raises :class:`~distgcn.errors.InputError` on every rank alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from .data import load_graph
+from .errors import InputError
+from .graph import Graph
+from .interop import from_networkx, from_pyg, from_scipy, to_networkx, to_scipy
+from .prepare import GraphOptions, prepare_graph, prepare_loaded_graph
+from .results import TrainResult, VertexRows
+
+if TYPE_CHECKING:
+    from .shard import Shard
+    from .trainer import TrainConfig, Trainer
+    from .transport import Transport
+
+__all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx",
+           "from_pyg", "from_scipy", "load_graph", "partition", "to_networkx", "to_scipy", "train"]
+
+GraphSource = Graph | str | Path | GraphOptions
+"""A Graph in memory, a spec as ``distgcn train --graph`` takes it, or a spec with its loading options."""
+T = TypeVar("T")
+_TRANSPORTS: dict[str, Transport] = {}
+"""The transports :func:`default_transport` has started in this process, by backend."""
+
+
+@dataclass
+class Partition:
+    """A graph split into parts, held in memory: the part vector and its exact communication metrics."""
+
+    graph: Graph
+    """The graph as prepared for training (features normalized as asked)."""
+    a_hat: sp.csr_matrix
+    """Â = D^-1/2 (A + I) D^-1/2, the matrix whose rows are distributed."""
+    parts: np.ndarray
+    """int64 [n]: the rank that owns each vertex."""
+    info: dict
+    """How the parts were computed: model, partitioner, preset, epsilon, seed, partition_s, versions."""
+    metrics: dict
+    """Volume, messages, imbalance, connectivity-1, edge cut, ... (:func:`partition.metrics.partition_metrics`)."""
+    source: dict = field(repr=False)
+    """How the graph was read, as meta.json records it: spec, symmetrize, feature_norm, random_features_seed."""
+
+    @property
+    def nparts(self) -> int:
+        return int(self.metrics["parts"])
+
+    @property
+    def partition_id(self) -> str:
+        """The id that ties shards and checkpoints to this graph and part vector."""
+        from partition.shards import partition_id
+
+        return partition_id(self.graph.fingerprint(), self.parts, self.nparts)
+
+    def write(self, out: str | Path, *, force: bool = False, quiet: bool = True) -> dict:
+        """Write the directory that ``distgcn partition --out`` writes; return its meta.json contents.
+
+        ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
+        """
+        from partition.precompute import check_output, save_partition
+
+        from .progress import NORMAL, QUIET, Progress
+
+        directory = check_output(out, force)
+        return save_partition(directory, self.graph, self.a_hat, self.parts, self.info, self.metrics, self.source,
+                              Progress(QUIET if quiet else NORMAL))
+
+
+def partition(graph: GraphSource, parts: int, model: str = "random", *, epsilon: float = 0.03, seed: int = 0,
+              partitioner: str | None = None, preset: str | None = None, parts_file: str | Path | None = None,
+              feature_norm: str = "row") -> Partition:
+    """Prepare ``graph`` as ``distgcn partition`` does and split it into ``parts`` parts with ``model``.
+
+    Models, partitioners and presets are those of the command line
+    (docs/partitioning.md). ``seed`` seeds the partitioner and, for a spec
+    string, random features. A Graph passed in is not modified.
+    """
+    from partition.metrics import partition_metrics
+    from partition.models import compute_parts
+
+    prepared, a_hat, source = _prepare(graph, feature_norm, seed)
+    vector, info = compute_parts(model, a_hat, parts, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                                 preset=preset, parts_file=parts_file)
+    return Partition(prepared, a_hat, vector, info, partition_metrics(a_hat, vector, parts), source)
+
+
+def train(source: GraphSource | Partition | None, *, partition_model: str = "random", epochs: int = 200,
+          layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01, dropout: float = 0.5,
+          weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
+          feature_norm: str = "row", threads: int | None = None, spmm_kernel: str = "auto",
+          backend: str | None = None, transport: Transport | None = None) -> TrainResult:
+    """Train a GCN as ``distgcn train`` does, on this process's rank; collective under mpiexec.
+
+    ``source``: a partition directory (each rank reads its own shard), a
+    :class:`Partition` with as many parts as ranks, or a graph, which rank 0
+    partitions with ``partition_model`` (as ``train --graph --partition``).
+    Graphs and Partitions are read on rank 0 only; other ranks may pass None.
+    ``feature_norm`` applies to a graph partitioned here (a directory's shards hold prepared features).
+    ``threads`` sets torch's threads for this call only (default: as they are).
+    The transport is :func:`default_transport` unless one is given.
+    """
+    import torch
+
+    from .launch import CollectiveInputError, agree
+    from .spmm import choose_kernel
+
+    config = _config(epochs, layers, hidden, lr, dropout, weight_decay, optimizer, seed, dtype)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise InputError(f"threads must be a positive integer, got {threads!r}")
+    transport = transport if transport is not None else default_transport(backend)
+    previous_threads = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        kernel = agree(transport, lambda: _checked(choose_kernel, spmm_kernel, torch.get_num_threads(),
+                                                   transport.device))
+        shard = _own_shard(source, transport, partition_model, seed, feature_norm)
+        trainer = agree(transport, lambda: _checked(_make_trainer, shard, transport, config, kernel))
+        history = list(trainer.epochs())
+        outputs = [t.cpu().numpy() for t in trainer.layer_outputs()]
+    except CollectiveInputError as exc:
+        raise InputError(str(exc)) from None
+    finally:
+        torch.set_num_threads(previous_threads)
+    return TrainResult(history=history, weights=trainer.weights(), ids=shard.global_ids.copy(),
+                       layer_outputs=outputs, rank=transport.rank, size=transport.size, transport=transport)
+
+
+def default_transport(backend: str | None = None) -> Transport:
+    """This process's transport for ``backend`` (None: the command line's default), started on first use.
+
+    Started once per backend because a torch.distributed process group can be
+    started only once per process. The launcher (mpiexec, torchrun, srun) is
+    found as the command line finds it; without one, the job is one rank
+    (MPI as a singleton, or a one-rank gloo/nccl group).
+    """
+    import torch
+
+    from .launcher import default_backend, detect, make_transport
+
+    if backend is None:
+        backend = default_backend(detect(os.environ), torch.cuda.is_available())
+    if backend not in _TRANSPORTS:
+        _TRANSPORTS[backend] = make_transport(backend)
+    return _TRANSPORTS[backend]
+
+
+def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, sp.csr_matrix, dict]:
+    """The prepared graph, Â, and the description of its source that meta.json keeps."""
+    if isinstance(source, Graph):
+        graph, a_hat = prepare_loaded_graph(dataclasses.replace(source), source.name, feature_norm)
+        return graph, a_hat, {"spec": None, "symmetrize": False, "feature_norm": feature_norm,
+                              "random_features_seed": None}
+    if isinstance(source, (str, Path)):
+        options = GraphOptions(spec=str(source), seed=seed, feature_norm=feature_norm)
+    elif isinstance(source, GraphOptions):
+        options = source
+    else:
+        raise InputError(f"expected a Graph, a graph spec or GraphOptions, got {type(source).__name__}")
+    from partition.precompute import graph_source
+
+    graph, a_hat = prepare_graph(options)
+    return graph, a_hat, graph_source(options)
+
+
+def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
+               feature_norm: str) -> Shard:
+    """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
+    from .distribute import META_FILE, load_own_shard, scatter_shards
+    from .launch import agree
+
+    is_directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
+    if transport.allgather_object(is_directory)[0]:
+
+        def own_directory() -> str | Path:
+            if not isinstance(source, (str, Path)):
+                raise InputError("rank 0 trains from a partition directory: every rank must name it")
+            return source
+
+        return load_own_shard(transport, agree(transport, own_directory))
+
+    def on_root() -> tuple[Graph, sp.csr_matrix, np.ndarray] | None:
+        if transport.rank != 0:
+            return None
+        if source is None:
+            raise InputError("rank 0 needs a graph, a Partition or a partition directory (got None)")
+        if isinstance(source, Partition):
+            if source.nparts != transport.size:
+                raise InputError(f"the Partition has {source.nparts} parts but the job has {transport.size} ranks")
+            return source.graph, source.a_hat, source.parts
+        split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm)
+        return split.graph, split.a_hat, split.parts
+
+    return scatter_shards(transport, agree(transport, on_root))
+
+
+def _config(epochs: int, layers: int, hidden: int | tuple[int, ...], lr: float, dropout: float,
+            weight_decay: float, optimizer: str, seed: int, dtype: str) -> TrainConfig:
+    """The trainer's settings, refused with the command line's limits before any rank communicates."""
+    from .trainer import DTYPES, TrainConfig
+
+    widths = (hidden,) if isinstance(hidden, int) else tuple(hidden)
+    checks = [(isinstance(epochs, int) and epochs >= 1, f"epochs must be a positive integer, got {epochs!r}"),
+              (isinstance(layers, int) and layers >= 2, f"layers must be at least 2, got {layers!r}"),
+              (len(widths) in (1, layers - 1) and all(isinstance(w, int) and w >= 1 for w in widths),
+               f"hidden must be one positive width or {layers - 1} of them, got {hidden!r}"),
+              (lr >= 0 and weight_decay >= 0, "lr and weight_decay must be >= 0"),
+              (0 <= dropout < 1, f"dropout must be in [0, 1), got {dropout!r}"),
+              (optimizer in ("adam", "sgd"), f"optimizer must be adam or sgd, got {optimizer!r}"),
+              (dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")]
+    for ok, message in checks:
+        if not ok:
+            raise InputError(message)
+    return TrainConfig(layers=layers, hidden=widths, epochs=epochs, lr=lr, dropout=dropout,
+                       weight_decay=weight_decay, optimizer=optimizer, seed=seed, dtype=dtype)
+
+
+def _make_trainer(shard: Shard, transport: Transport, config: TrainConfig, kernel: str) -> Trainer:
+    from .trainer import Trainer
+
+    return Trainer(shard, transport, config, kernel)
+
+
+def _checked(function: Callable[..., T], *args: object) -> T:
+    """Call ``function``; its ValueError (a setting it refuses) becomes an InputError."""
+    try:
+        return function(*args)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None

@@ -1,0 +1,259 @@
+"""The Python API (docs/api.md): conversions, partition and training equal to the command line, exports.
+
+The in-process tests run as one rank (mpi4py's singleton); the export test runs
+a script under ``mpiexec -n 2``. The example in docs/api.md is run as written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from conftest import ROOT, mpiexec, run_distgcn
+
+import distgcn
+from distgcn.errors import InputError
+from distgcn.graph import Graph, normalized_adjacency
+from partition.stats_command import stats_json
+
+SPEC = "synthetic:sbm,n=240,classes=3,features=8,avg_degree=6"
+MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def python_env() -> dict[str, str]:
+    """The environment run_distgcn gives the CLI, for Python scripts run in a subprocess."""
+    path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+
+
+def random_graph(n: int = 30, seed: int = 0) -> tuple[sp.csr_matrix, Graph]:
+    """A directed graph with self loops and duplicates in its input, and full vertex data."""
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n)
+    raw = sp.coo_matrix((rng.random(4 * n) + 0.5, (rows, cols)), shape=(n, n))
+    split = rng.integers(0, 3, n)
+    graph = distgcn.from_scipy(raw, rng.normal(size=(n, 5)), rng.integers(0, 4, n),
+                               train_mask=split == 0, val_mask=split == 1, test_mask=split == 2,
+                               vertex_ids=np.arange(n) * 10 + 7)
+    return raw.tocsr(), graph
+
+
+def assert_same_graph(a: Graph, b: Graph) -> None:
+    assert (a.adj != b.adj).nnz == 0 and a.adj.shape == b.adj.shape
+    np.testing.assert_array_equal(a.vertex_ids, b.vertex_ids)
+    for key in ("features", "labels", *MASKS):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+
+
+def test_scipy_round_trip_keeps_pattern_direction_and_data():
+    raw, graph = random_graph()
+    expected = (raw != 0).astype(np.float64).tolil()
+    expected.setdiag(0)
+    expected = expected.tocsr()
+    expected.eliminate_zeros()
+    adj = distgcn.to_scipy(graph)
+    assert (adj != expected).nnz == 0 and set(adj.data) == {1.0}
+    assert (distgcn.to_scipy(graph, normalized=True) != normalized_adjacency(graph.adj)).nnz == 0
+    assert_same_graph(graph, distgcn.from_scipy(adj, graph.features, graph.labels, train_mask=graph.train_mask,
+                                                val_mask=graph.val_mask, test_mask=graph.test_mask,
+                                                vertex_ids=graph.vertex_ids))
+    assert graph.features.dtype == np.float32 and graph.labels.dtype == np.int64
+
+
+def test_from_scipy_refuses_mismatched_data():
+    adj = sp.csr_matrix(np.array([[0, 1], [1, 0]]))
+    with pytest.raises(InputError, match="features must be a numeric"):
+        distgcn.from_scipy(adj, np.zeros((3, 2)))
+    with pytest.raises(InputError, match="train_mask must be 2 booleans"):
+        distgcn.from_scipy(adj, train_mask=np.array([1, 0]))
+    with pytest.raises(InputError, match="no edges"):
+        distgcn.from_scipy(sp.csr_matrix((2, 2)))
+
+
+def test_networkx_round_trip_and_edge_direction():
+    _, graph = random_graph(seed=1)
+    g = distgcn.to_networkx(graph)
+    assert g.is_directed() and g.number_of_nodes() == graph.num_vertices
+    assert g.number_of_edges() == graph.num_edges
+    v, u = graph.adj.nonzero()  # v aggregates from u: a networkx edge u -> v
+    assert g.has_edge(int(graph.vertex_ids[u[0]]), int(graph.vertex_ids[v[0]]))
+    assert_same_graph(graph, distgcn.from_networkx(g))
+
+
+def test_from_networkx_undirected_and_non_integer_nodes():
+    import networkx as nx
+
+    g = nx.Graph([("b", "a"), ("a", "c")])
+    graph = distgcn.from_networkx(g)
+    np.testing.assert_array_equal(graph.vertex_ids, [0, 1, 2])  # g.nodes order: b, a, c
+    np.testing.assert_array_equal(graph.adj.toarray(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+    assert graph.features is None and graph.labels is None
+    g.nodes["a"]["y"] = 1
+    with pytest.raises(InputError, match="'y' is on 1 of 3 nodes"):
+        distgcn.from_networkx(g)
+
+
+class FakeData:
+    """The fields of torch_geometric.data.Data that from_pyg reads (stands in when PyG is absent)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def pyg_fields(n: int = 5) -> dict:
+    return {"edge_index": torch.tensor([[0, 1, 1, 3, 2], [1, 0, 2, 4, 2]]), "num_nodes": n,
+            "x": torch.arange(n * 2, dtype=torch.float32).reshape(n, 2), "y": torch.tensor([[0], [1], [1], [0], [2]]),
+            "train_mask": torch.tensor([True, True, False, False, False]),
+            "val_mask": torch.tensor([False, False, True, False, False]),
+            "test_mask": torch.tensor([False, False, False, True, True])}
+
+
+def check_pyg_graph(graph: Graph) -> None:
+    # source -> target: target aggregates from source; the self loop 2 -> 2 is dropped.
+    expected = np.zeros((5, 5))
+    expected[[1, 0, 2, 4], [0, 1, 1, 3]] = 1
+    np.testing.assert_array_equal(graph.adj.toarray(), expected)
+    np.testing.assert_array_equal(graph.labels, [0, 1, 1, 0, 2])
+    np.testing.assert_array_equal(graph.features, np.arange(10).reshape(5, 2))
+    np.testing.assert_array_equal(graph.test_mask, [False, False, False, True, True])
+
+
+def test_from_pyg_reads_the_documented_fields(monkeypatch):
+    """Against a stand-in torch_geometric.data module: the conversion logic, without PyG installed."""
+    fake = types.ModuleType("torch_geometric.data")
+    fake.Data = FakeData
+    monkeypatch.setitem(sys.modules, "torch_geometric", types.ModuleType("torch_geometric"))
+    monkeypatch.setitem(sys.modules, "torch_geometric.data", fake)
+    check_pyg_graph(distgcn.from_pyg(FakeData(**pyg_fields())))
+    with pytest.raises(InputError, match="expects a torch_geometric.data.Data"):
+        distgcn.from_pyg(object())
+
+
+def test_from_pyg_with_pytorch_geometric():
+    data_module = pytest.importorskip("torch_geometric.data", reason="torch_geometric is not installed "
+                                      "(optional: pip install torch_geometric)")
+    check_pyg_graph(distgcn.from_pyg(data_module.Data(**pyg_fields())))
+
+
+def test_from_pyg_without_pytorch_geometric_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)
+    monkeypatch.setitem(sys.modules, "torch_geometric.data", None)
+    with pytest.raises(ImportError, match="pip install torch_geometric"):
+        distgcn.from_pyg(FakeData(**pyg_fields()))
+
+
+def without_time(stats: dict) -> dict:
+    return {k: v for k, v in stats.items() if k != "partition_s"}
+
+
+def test_partition_equals_the_command_line(tmp_path):
+    cli = run_distgcn(["partition", SPEC, "--parts", "3", "--model", "graph", "--seed", "2", "--quiet",
+                       "--out", str(tmp_path / "cli")])
+    assert cli.returncode == 0, cli.stderr
+    split = distgcn.partition(distgcn.load_graph(SPEC, seed=2), 3, model="graph", seed=2)
+    meta = split.write(tmp_path / "api")
+    assert meta["partition_id"] == split.partition_id
+    shown = run_distgcn(["stats", str(tmp_path / "api"), "--json"])
+    assert shown.returncode == 0, shown.stderr
+    assert without_time(json.loads(shown.stdout)) == without_time(json.loads(json.dumps(stats_json(tmp_path / "cli"))))
+    cli_meta = json.loads((tmp_path / "cli" / "meta.json").read_text())
+    assert meta["partition_id"] == cli_meta["partition_id"]
+    assert {k: split.metrics[k] for k in ("volume", "messages", "edge_cut")} == \
+        {k: cli_meta[k] for k in ("volume", "messages", "edge_cut")}
+    np.testing.assert_array_equal(np.load(tmp_path / "api" / "parts.npy"), np.load(tmp_path / "cli" / "parts.npy"))
+    with pytest.raises(InputError, match="not an empty directory"):
+        split.write(tmp_path / "api")
+
+
+def test_training_equals_the_command_line_and_predictions_match_its_accuracy(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    cli = run_distgcn(["train", "--graph", SPEC, "--epochs", "6", "--threads", "1", "--seed", "3", "--quiet",
+                       "--metrics", str(metrics)])
+    assert cli.returncode == 0, cli.stderr
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    result = distgcn.train(SPEC, epochs=6, threads=1, seed=3)
+    assert [r["loss"] for r in result.history] == [r["loss"] for r in records]
+    assert [r["test_acc"] for r in result.history] == [r["test_acc"] for r in records]
+
+    graph = distgcn.load_graph(SPEC, seed=3)
+    predicted = result.predict()
+    np.testing.assert_array_equal(predicted.ids, np.arange(graph.num_vertices))
+    hits = predicted.values == graph.labels
+    assert hits[graph.test_mask].mean() == pytest.approx(records[-1]["test_acc"], abs=1e-12)
+    assert result.embeddings().values.shape == (graph.num_vertices, 16)
+    assert result.embeddings(layer=2).values.shape == (graph.num_vertices, 3)
+    assert (result.embeddings(layer=1).values >= 0).all()  # after ReLU
+    assert [w.shape for w in result.weights] == [(8, 16), (16, 3), (16,), (3,)]
+    with pytest.raises(InputError, match="layer must be 1..2"):
+        result.embeddings(layer=3)
+
+
+def test_every_kind_of_source_trains_the_same_model():
+    """A Graph (left unmodified), a spec, GraphOptions and a Partition give the same run on one rank."""
+    graph = distgcn.load_graph(SPEC, seed=1)
+    features = graph.features.copy()
+    runs = [distgcn.train(source, epochs=3, seed=1, threads=1)
+            for source in (graph, SPEC, distgcn.GraphOptions(SPEC, seed=1), distgcn.partition(graph, 1, seed=1))]
+    np.testing.assert_array_equal(graph.features, features)
+    losses = [[r["loss"] for r in run.history] for run in runs]
+    assert all(run_losses == losses[0] for run_losses in losses)
+
+
+def test_training_refuses_bad_settings_and_a_partition_of_another_size():
+    with pytest.raises(InputError, match="hidden must be one positive width or 2"):
+        distgcn.train(SPEC, layers=3, hidden=(8, 8, 8), epochs=1)
+    with pytest.raises(InputError, match="the Partition has 2 parts but the job has 1 ranks"):
+        distgcn.train(distgcn.partition(SPEC, 2), epochs=1)
+
+
+def test_export_gathered_equals_per_rank_under_mpiexec(tmp_path):
+    """Two ranks: the gathered file is the per-rank files merged, and matches one process's outputs."""
+    partdir = tmp_path / "part"
+    distgcn.partition(SPEC, 2, model="random").write(partdir)
+    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py",
+                           str(ROOT / "tests" / "mpi_scripts" / "api_export.py"), str(tmp_path), SPEC, str(partdir),
+                           "4"], capture_output=True, text=True, timeout=300, env=python_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    with np.load(tmp_path / "gathered.npz") as f:
+        gathered = {k: f[k] for k in f.files}
+    pieces = []
+    for rank in range(2):
+        with np.load(tmp_path / "ranks" / f"rank-{rank:05d}.npz") as f:
+            pieces.append({k: f[k] for k in f.files})
+    parts = np.load(partdir / "parts.npy")
+    for rank, piece in enumerate(pieces):
+        np.testing.assert_array_equal(piece["ids"], np.flatnonzero(parts == rank))
+    order = np.argsort(np.concatenate([p["ids"] for p in pieces]))
+    for key in ("ids", "predictions", "logits", "embeddings"):
+        np.testing.assert_array_equal(gathered[key], np.concatenate([p[key] for p in pieces])[order], err_msg=key)
+    np.testing.assert_array_equal(gathered["ids"], np.arange(240))
+    assert int(gathered["embedding_layer"]) == 1 and gathered["embeddings"].shape == (240, 16)
+
+    losses = json.loads((tmp_path / "losses.json").read_text())
+    assert losses["ranks"] == 2 and losses["graph"] == losses["directory"]
+    single = distgcn.train(SPEC, epochs=4, dtype="float64", threads=1)
+    np.testing.assert_allclose(losses["graph"], [r["loss"] for r in single.history], rtol=1e-10)
+    np.testing.assert_allclose(gathered["logits"], single.layer_outputs[-1], rtol=1e-8, atol=1e-10)
+
+
+def test_the_example_in_docs_api_md_runs(tmp_path):
+    text = (ROOT / "docs" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "docs/api.md has no python example"
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(blocks))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env=python_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with np.load(tmp_path / "sbm-predictions.npz") as exported:
+        assert exported["ids"].tolist() == list(range(1000))
