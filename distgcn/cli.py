@@ -129,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--seed", type=int, default=0,
                       help="seed of the partitioner and of random features (default: 0)")
     add_graph_options(part)
+    from .sampling.cli_options import add_sampler_options, add_shp_options
+
+    add_sampler_options(part)
+    add_shp_options(part)
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -138,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="communication metrics of a partition directory")
     stats.add_argument("partition_dir", metavar="DIR")
     stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats.add_argument("--layers", type=_positive_int, default=2,
+                       help="GCN layers of the model whose peak memory per rank is predicted (default: 2)")
+    stats.add_argument("--hidden", type=_widths, default=(16,), metavar="H[,H...]",
+                       help="its hidden width(s), as for train (default: 16)")
+    stats.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="(default: float32)")
+    stats.add_argument("--optimizer", choices=["adam", "sgd"], default="adam", help="(default: adam)")
+    stats.add_argument("--dropout", type=_probability, default=0.5, help="(default: 0.5)")
     stats.set_defaults(handler=lambda args: _run_stats(args))
     add_report_parser(commands)
     add_jobs_parser(commands)
@@ -154,12 +165,15 @@ def _run_partition(args: argparse.Namespace) -> int:
     from partition.precompute import write_partition
 
     from .prepare import GraphOptions
+    from .sampling.cli_options import sampler_spec
 
     options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
                            classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
     write_partition(options, args.out, args.parts, args.model, epsilon=args.epsilon, seed=args.seed,
                     partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
-                    force=args.force, quiet=args.quiet, verbose=args.verbose)
+                    force=args.force, quiet=args.quiet, verbose=args.verbose, sampler=sampler_spec(args),
+                    shp={"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta,
+                         "shp_samples": args.shp_samples})
     from partition.stats_command import print_stats
 
     if not args.quiet:
@@ -168,9 +182,10 @@ def _run_partition(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from partition.stats_command import print_stats
+    from partition.stats_command import ModelOptions, print_stats
 
-    print_stats(args.partition_dir, as_json=args.json)
+    options = ModelOptions(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout)
+    print_stats(args.partition_dir, as_json=args.json, options=options)
     return 0
 
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import scipy.sparse as sp
+
 from .errors import InputError
+from .graph import Graph
 from .launch import agree
 from .prepare import GraphOptions, prepare_graph
 from .shard import Shard
@@ -67,7 +71,6 @@ def build_and_scatter(
 ) -> Shard:
     """Rank 0 loads and partitions the graph, then sends every rank its shard."""
     from partition.models import compute_parts
-    from partition.shards import iter_shards, partition_id
 
     def load_on_root():
         if transport.rank != 0:
@@ -76,8 +79,15 @@ def build_and_scatter(
         parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed)
         return graph, a_hat, parts
 
-    prepared = agree(transport, load_on_root)
+    return scatter_shards(transport, agree(transport, load_on_root))
+
+
+def scatter_shards(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None) -> Shard:
+    """Rank 0 cuts its (graph, Â, part vector) into shards and sends each rank its own; others pass None."""
+    from partition.shards import iter_shards, partition_id
+
     if transport.rank == 0:
+        assert prepared is not None
         graph, a_hat, parts = prepared
         pid = partition_id(graph.fingerprint(), parts, transport.size)
         own = None

@@ -132,30 +132,38 @@ def _torch_transport(backend: str, launch: Launch) -> Transport:
     if backend == "nccl" and not torch.cuda.is_available():
         raise InputError("--backend nccl: no CUDA device is visible (torch.cuda.is_available() is False); "
                          "use --backend gloo on CPUs")
-    if launch.launcher == "torchrun":
-        store = None  # env:// below: joins torchrun's own store
-    elif launch.launcher == "srun":
-        store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
-                              is_master=launch.rank == 0, timeout=TIMEOUT)
-    elif launch.launcher == "mpi":
+    if launch.launcher == "mpi":  # the local rank is known only once MPI is asked
         store, launch = _store_over_mpi()
-    else:
-        store = dist.HashStore()
-    device = torch.device("cpu")
-    if backend == "nccl":
-        count = torch.cuda.device_count()
-        if launch.local_rank >= count:
-            raise InputError(f"--backend nccl: local rank {launch.local_rank} needs GPU {launch.local_rank} "
-                             f"but {count} are visible (one GPU per rank)")
-        device = torch.device("cuda", launch.local_rank)
-        torch.cuda.set_device(device)
+        device = _device(backend, launch.local_rank)
+    else:  # choose the device first: a rank that cannot must fail before the others wait for it
+        device = _device(backend, launch.local_rank)
+        if launch.launcher == "torchrun":
+            store = None  # env:// below: joins torchrun's own store
+        elif launch.launcher == "srun":
+            store = dist.TCPStore(launch.master_addr, launch.master_port, launch.world_size,
+                                  is_master=launch.rank == 0, timeout=TIMEOUT)
+        else:
+            store = dist.HashStore()
     dist.init_process_group(backend, init_method="env://" if store is None else None, store=store,
                             rank=launch.rank, world_size=launch.world_size, timeout=TIMEOUT,
                             device_id=device if backend == "nccl" else None)
     return TorchDistTransport(device)
 
 
-def _store_over_mpi():
+def _device(backend: str, local_rank: int) -> torch.device:
+    """The CPU for gloo; for NCCL the GPU of this rank's local rank, made current."""
+    if backend != "nccl":
+        return torch.device("cpu")
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise InputError(f"--backend nccl: local rank {local_rank} needs GPU {local_rank} but {count} are "
+                         "visible (one GPU per rank)")
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+def _store_over_mpi() -> tuple[torch.distributed.Store, Launch]:
     """Rank, size and node-local rank from MPI; rank 0 opens the store and tells the others where."""
     import torch.distributed as dist
     from mpi4py import MPI

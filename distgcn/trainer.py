@@ -22,6 +22,7 @@ from .checkpoint import capture_rng_states, restore_rng_states
 from .counters import CommCounters
 from .faults import maybe_fail
 from .gradsync import GradientSync
+from .memory import model_widths
 from .halo import HaloExchanger, HaloPlan
 from .model import GCN
 from .shard import Shard
@@ -45,10 +46,7 @@ class TrainConfig:
     dtype: str = "float32"
 
     def widths(self, num_features: int, num_classes: int) -> list[int]:
-        hidden = list(self.hidden) * (self.layers - 1) if len(self.hidden) == 1 else list(self.hidden)
-        if len(hidden) != self.layers - 1:
-            raise ValueError(f"--hidden: {len(self.hidden)} widths given for {self.layers - 1} hidden layers")
-        return [num_features] + hidden + [num_classes]
+        return model_widths(num_features, num_classes, self.layers, self.hidden)
 
 
 class TrainingDiverged(RuntimeError):
@@ -125,6 +123,12 @@ class Trainer:
         predicted = self._forward(epoch).argmax(dim=1)
         hits = predicted == self.labels
         return [int(hits[m].sum()) for m in self.masks.values()]
+
+    @torch.no_grad()
+    def layer_outputs(self) -> list[torch.Tensor]:
+        """Every layer's output on this rank's rows with the current weights, dropout off (collective)."""
+        self.model.eval()
+        return self.model.layer_outputs(self.features, self._aggregate, self.shard.global_ids, self.completed_epochs)
 
     def epochs(self) -> Iterator[dict]:
         """Train, yielding one metrics record per epoch (identical on every rank)."""

@@ -1,25 +1,70 @@
-"""``distgcn stats DIR``: the communication a partition causes, as a table or JSON."""
+"""``distgcn stats DIR``: the communication a partition causes, and each rank's predicted peak memory."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distgcn.distribute import read_meta
+from distgcn.distribute import read_meta, shard_filename
+from distgcn.errors import InputError
+from distgcn.memory import ModelShape, model_widths, predict, shard_sizes
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
 
 
-def stats_json(directory: str | Path) -> dict:
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model whose memory is predicted (train's options of the same names and defaults)."""
+
+    layers: int = 2
+    hidden: tuple[int, ...] = (16,)
+    dtype: str = "float32"
+    optimizer: str = "adam"
+    dropout: float = 0.5
+
+
+def memory_json(directory: Path, parts: int, options: ModelOptions) -> list[dict]:
+    """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data)."""
+    if options.layers < 2:
+        raise InputError(f"--layers: expected at least 2, got {options.layers}")
+    ranks = []
+    for rank in range(parts):
+        sizes = shard_sizes(directory / shard_filename(rank))
+        try:
+            widths = model_widths(sizes.features, sizes.classes, options.layers, options.hidden)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        shape = ModelShape(widths, options.dtype, options.optimizer, options.dropout)
+        ranks.append({"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows,
+                      "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, shape, True)["total"],
+                      "cpu_bytes": predict(sizes, shape, False)["total"]})
+    return ranks
+
+
+def stats_json(directory: str | Path, options: ModelOptions = ModelOptions()) -> dict:
     meta = read_meta(Path(directory))
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
+    out["memory"] = {"model": asdict(options), "ranks": memory_json(Path(directory), int(meta["parts"]), options)}
     return out
 
 
-def stats_table(directory: str | Path) -> str:
-    s = stats_json(directory)
+def _memory_table(memory: dict) -> str:
+    m = memory["model"]
+    hidden = ",".join(str(w) for w in m["hidden"])
+    lines = [f"predicted peak memory per rank ({m['layers']} layers, hidden {hidden}, {m['dtype']}, "
+             f"{m['optimizer']}; distgcn/memory.py):",
+             f"{'rank':>6} {'rows':>10} {'halo rows':>10} {'nonzeros':>12} {'GPU MiB':>10} {'CPU MiB':>10}"]
+    for r in memory["ranks"]:
+        lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['halo_rows']:>10} {r['nnz']:>12} "
+                     f"{r['gpu_bytes'] / 2**20:>10.1f} {r['cpu_bytes'] / 2**20:>10.1f}")
+    return "\n".join(lines)
+
+
+def stats_table(directory: str | Path, options: ModelOptions = ModelOptions()) -> str:
+    s = stats_json(directory, options)
     graph = s["graph"] or {}
     vol, msg = s["volume"], s["messages"]
     rows = [
@@ -39,8 +84,8 @@ def stats_table(directory: str | Path) -> str:
         ("load imbalance", f"{s['imbalance']:.3f} (max/avg nonzeros per rank)"),
     ]
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
 
 
-def print_stats(directory: str, as_json: bool) -> None:
-    print(json.dumps(stats_json(directory)) if as_json else stats_table(directory))
+def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOptions()) -> None:
+    print(json.dumps(stats_json(directory, options)) if as_json else stats_table(directory, options))

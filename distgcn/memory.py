@@ -1,0 +1,169 @@
+"""Predicting one rank's peak memory from its shard's sizes and the model, before training.
+
+A graph too big for one GPU is trained by adding ranks until every rank's
+share fits; this model says how many that takes without trying. It counts
+the bytes that the trainer's own code allocates (not the ~300 MB of torch,
+CUDA or MPI libraries), term by term, following trainer.py, spmm.py,
+halo.py, model.py and dropout.py:
+
+- the shard as loaded (host memory, kept for the whole run);
+- the local Â as torch CSR tensors: owned block and its transpose, the halo
+  block split by sender (each with its own row pointer) and its transpose;
+- features, labels, masks, the send index;
+- weights, their gradients and the optimizer state;
+- halo and send buffers, one pair per distinct width that crosses ranks;
+- activations: what autograd keeps from the training forward pass, plus the
+  largest transient (a dropout mask being drawn, or a layer's outputs
+  before the previous one is released), or the backward pass's gradients.
+
+On a GPU every tensor term is device memory and the shard stays on the host.
+On a CPU both are in the same memory, and tensors that torch builds without
+copying from the shard's arrays (same dtype) are counted once.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+ITEMSIZE = {"float32": 4, "float64": 8}
+OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
+"""Tensors of a parameter's size that the optimizer keeps (Adam: two moments; SGD without momentum: none)."""
+_INDEX = 8  # int64 row pointers, column indices and row lists
+_HASH_WORDS = 3
+"""uint64 arrays of (rows x width/4) alive at once while a dropout mask is hashed (dropout._mix)."""
+
+
+@dataclass(frozen=True)
+class ShardSizes:
+    """The sizes of one rank's shard that memory depends on."""
+
+    rows: int
+    halo_rows: int
+    nnz_owned: int
+    nnz_halo: int
+    rows_sent: int
+    senders: int
+    features: int
+    feature_itemsize: int
+    adjacency_itemsize: int
+    classes: int
+
+
+def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shape and dtype of every array in an .npz, read from the headers alone (no data)."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    if version == (1, 0):
+                        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+                    elif version == (2, 0):
+                        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+                    else:  # 3.0 only for non-ASCII field names, which shards do not have
+                        continue
+                out[name.removesuffix(".npy")] = (shape, dtype)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read shard ({exc})", path=path) from None
+    return out
+
+
+def shard_sizes(path: str | Path) -> ShardSizes:
+    """Sizes of a shard file, without loading its arrays."""
+    path = Path(path)
+    headers = _npz_headers(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            classes = int(npz["num_classes"])
+        return ShardSizes(
+            rows=headers["global_ids"][0][0], halo_rows=headers["halo_global_ids"][0][0],
+            nnz_owned=headers["owned_block.indices"][0][0], nnz_halo=headers["halo_block.indices"][0][0],
+            rows_sent=headers["send_index"][0][0], senders=headers["recv_peers"][0][0],
+            features=headers["features"][0][1], feature_itemsize=headers["features"][1].itemsize,
+            adjacency_itemsize=headers["owned_block.data"][1].itemsize, classes=classes,
+        )
+    except (KeyError, IndexError) as exc:
+        raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    widths: list[int]
+    """Input features, hidden widths..., classes (TrainConfig.widths)."""
+    dtype: str = "float32"
+    optimizer: str = "adam"
+    dropout: float = 0.5
+
+
+def model_widths(features: int, classes: int, layers: int, hidden: tuple[int, ...]) -> list[int]:
+    """Layer widths: input, hidden (one width for all hidden layers, or one each), classes."""
+    widths = list(hidden) * (layers - 1) if len(hidden) == 1 else list(hidden)
+    if len(widths) != layers - 1:
+        raise ValueError(f"--hidden: {len(hidden)} widths given for {layers - 1} hidden layers")
+    return [features] + widths + [classes]
+
+
+def exchanged_width(fan_in: int, fan_out: int) -> int:
+    """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
+    return fan_out if fan_out < fan_in else fan_in
+
+
+def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows.
+
+    Dropout masks are hashed in host memory (numpy) and then copied to the
+    tensors' device, so on a GPU only the copied mask counts.
+    """
+    saved = 0
+    peak = 0
+    layers = len(widths) - 1
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        mask = n * a if dropout > 0 and layer > 0 else 0  # kept for the input's gradient (not the features')
+        if dropout > 0:  # hashing the mask, then x * keep and its scaled copy next to the result
+            hashing = 0 if on_gpu else _HASH_WORDS * 8 * n * ((a + 3) // 4) + n * a
+            peak = max(peak, saved + max(hashing, n * a + 2 * n * a * s))
+        if b < a:  # Â (H W): keeps dropout(H); H W and the SpMM output, then bias and ReLU pairwise
+            peak = max(peak, saved + n * a * s + mask + 2 * n * b * s)
+        else:  # (Â H) W: dropout(H) lives until Â H is formed and multiplied by W
+            peak = max(peak, saved + 2 * n * a * s + mask + n * b * s, saved + n * a * s + mask + 2 * n * b * s)
+        saved += n * a * s + mask + n * b * s  # the layer input to the weight product, and its output
+    widest = max(exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:]))
+    backward = saved + 2 * n * max(widths[1:] + [widest]) * s  # a layer's output gradient and the next one
+    return max(peak, backward) if layers else 0
+
+
+def predict(sizes: ShardSizes, model: ModelShape, on_gpu: bool) -> dict[str, int]:
+    """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs."""
+    s = ITEMSIZE[model.dtype]
+    n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
+    widths = model.widths
+    params = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
+    exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
+    terms = {
+        "adjacency": 2 * (n + 1) * _INDEX + 2 * sizes.nnz_owned * (_INDEX + s)
+                     + sizes.senders * (n + 1) * _INDEX + (h + 1) * _INDEX + 2 * sizes.nnz_halo * (_INDEX + s),
+        "features": n * sizes.features * s,
+        "labels_masks": n * (_INDEX + 3),
+        "plan": r * _INDEX,
+        "parameters": params * s * (2 + OPTIMIZER_STATES[model.optimizer]),
+        "halo_buffers": sum((h + r) * c * s for c in exchanged),
+        "activations": _activations(n, widths, s, model.dropout, on_gpu),
+    }
+    if on_gpu:
+        terms["total"] = sum(terms.values())
+        return terms
+    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * _INDEX \
+        + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
+        + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
+    shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
+        + (sizes.nnz_owned * s if sizes.adjacency_itemsize == s else 0) + n * 3 + r * _INDEX
+    terms["shard"] = shard - shared
+    terms["total"] = sum(terms.values())
+    return terms
