@@ -55,6 +55,41 @@ class ShardSizes:
     classes: int
 
 
+def sizes_of(shard) -> ShardSizes:
+    """The sizes of a shard already in memory (see :func:`shard_sizes` for one on disk)."""
+    return ShardSizes(
+        rows=shard.n_owned, halo_rows=shard.n_halo, nnz_owned=shard.owned_block.nnz, nnz_halo=shard.halo_block.nnz,
+        rows_sent=int(shard.send_index.shape[0]), senders=int(shard.recv_peers.shape[0]),
+        features=int(shard.features.shape[1]), feature_itemsize=shard.features.itemsize,
+        adjacency_itemsize=shard.owned_block.data.itemsize, classes=shard.num_classes,
+    )
+
+
+def available_bytes(device, ranks_on_node: int) -> int | None:
+    """Memory one rank may use: the device's free memory, or this node's available memory shared by its ranks."""
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 // max(1, ranks_on_node)
+    except OSError:
+        pass
+    return None
+
+
+def refuse_if_too_big(predicted: dict[str, int], available: int | None, where: str) -> None:
+    """An InputError before training starts if the predicted peak exceeds what the rank has."""
+    if available is None or predicted["total"] <= available:
+        return
+    largest = max((k for k in predicted if k != "total"), key=predicted.__getitem__)
+    raise InputError(f"the model would need {predicted['total'] / 2**30:.1f} GiB on this rank (largest part: "
+                     f"{largest}, {predicted[largest] / 2**30:.1f} GiB) but {where} has "
+                     f"{available / 2**30:.1f} GiB available: use more ranks, smaller --hidden or float32")
+
+
 def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Shape and dtype of every array in an .npz, read from the headers alone (no data)."""
     out = {}

@@ -36,13 +36,20 @@ def open_new_file(path: Path) -> BinaryIO:
     return os.fdopen(os.open(path, flags, 0o644), "wb")
 
 
-def open_output(path: Path, *, binary: bool = False, append: bool = False) -> IO:
-    """Open an output file for (over)writing or appending, never through a symlink at its name."""
+def check_output_path(path: Path) -> None:
+    """Make sure ``path`` can be written later: its directory exists (created) and it is no symlink."""
     if path.is_symlink():
         raise InputError("output file is a symbolic link; refusing to write through it", path=path)
+    if path.exists() and not path.is_file():
+        raise InputError("output exists and is not a regular file", path=path)
     if path.parent.exists() and not path.parent.is_dir():
         raise InputError(f"cannot write: {path.parent} is not a directory", path=path)
     prepare_output_dir(path.parent, what="directory of the output file")
+
+
+def open_output(path: Path, *, binary: bool = False, append: bool = False) -> IO:
+    """Open an output file for (over)writing or appending, never through a symlink at its name."""
+    check_output_path(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
     try:
         return os.fdopen(os.open(path, flags, 0o644), ("a" if append else "w") + ("b" if binary else ""))

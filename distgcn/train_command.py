@@ -12,13 +12,14 @@ import numpy as np
 
 from .checkpoint import RunIdentity, checkpoint_dir, newest_checkpoint, save_checkpoint
 from .distribute import build_and_scatter, load_own_shard, read_meta
+from . import memory
 from .errors import InputError
 from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, set_threads
 from .launcher import make_transport
 from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from .prepare import GraphOptions
 from .progress import Progress
-from .safe_io import open_output
+from .safe_io import check_output_path, open_output
 from .spmm import choose_kernel
 from .trainer import TrainConfig, Trainer, TrainingDiverged
 
@@ -72,13 +73,16 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
         with progress.phase(f"partitioning on rank 0 ({args.partition}) and sending shards"):
             shard = build_and_scatter(transport, options, args.partition, args.seed)
 
+    if args.save_weights:  # a bad path must fail now, not after the training it would have saved
+        agree(transport, lambda: check_output_path(Path(args.save_weights)) if root else None)
     run = _run_header(args, shard, config, transport, threads, kernel) if root else None
     progress.detail(f"run: {json.dumps(run)}")
+    agree(transport, lambda: _check_memory(shard, config, transport))
     trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
     directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir)) if args.checkpoint_dir else None
     if args.resume:
-        _resume(trainer, transport, directory, identity, args.quiet)
+        _resume(trainer, transport, directory, identity)
     resume_after = trainer.completed_epochs if args.resume else None
     writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None, run, resume_after))
     last: dict = {}
@@ -99,9 +103,9 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
                                                          args.checkpoint_keep) if root else None)
     if root:
         writer.close()
-        if args.save_weights:
-            with open_output(Path(args.save_weights), binary=True) as fh:
-                np.savez(fh, *trainer.weights())
+    if args.save_weights:
+        agree(transport, lambda: _save_weights(Path(args.save_weights), trainer) if root else None)
+    if root:
         if last:
             print(_summary(last, transport.size), flush=True)
         else:
@@ -110,7 +114,12 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
     return 0
 
 
-def _resume(trainer: Trainer, transport, directory, identity: RunIdentity, quiet: bool) -> None:
+def _save_weights(path: Path, trainer: Trainer) -> None:
+    with open_output(path, binary=True) as fh:
+        np.savez(fh, *trainer.weights())
+
+
+def _resume(trainer: Trainer, transport, directory, identity: RunIdentity) -> None:
     """Load the newest sound checkpoint on every rank (the directory must be visible to all ranks)."""
     root = transport.rank == 0
 
@@ -127,7 +136,7 @@ def _resume(trainer: Trainer, transport, directory, identity: RunIdentity, quiet
                                    printed_here=root)
     if contents is not None:
         trainer.load_state_dict(contents["state"])
-    if root and not quiet:
+    if root:  # shown even with --quiet: a log must say where a resumed run started
         print(f"resuming after epoch {epoch} from {directory}" if contents is not None
               else f"no checkpoint in {directory}; starting at epoch 1", flush=True)
 
@@ -149,6 +158,17 @@ def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport,
             "widths": config.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": config.dtype,
             "epochs": config.epochs, "seed": config.seed, "threads": threads, "spmm_kernel": kernel,
             "backend": transport.backend, "distgcn_version": distgcn_version}
+
+
+def _check_memory(shard, config: TrainConfig, transport) -> None:
+    """Refuse, before allocating anything, a model whose predicted peak exceeds this rank's memory."""
+    widths = config.widths(int(shard.features.shape[1]), shard.num_classes)
+    predicted = memory.predict(memory.sizes_of(shard), memory.ModelShape(widths, config.dtype, config.optimizer,
+                                                                         config.dropout),
+                               on_gpu=transport.device.type == "cuda")
+    where = str(transport.device) if transport.device.type == "cuda" else "this node, shared by its ranks,"
+    memory.refuse_if_too_big(predicted, memory.available_bytes(transport.device, transport.ranks_on_this_node()),
+                             where)
 
 
 def _make_trainer(shard, transport, config: TrainConfig, kernel: str) -> Trainer:

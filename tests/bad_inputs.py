@@ -8,6 +8,7 @@ that the table still says what the program says).
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -189,11 +190,14 @@ CASES = [
          "--resume and --checkpoint-every need --checkpoint-dir"),
     Case("metrics-dir-unwritable", "--metrics under a regular file",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
-                    str(in_the_way(d) / "m.jsonl")], "cannot create directory of the output file"),
+                    str(in_the_way(d) / "m.jsonl")], "m.jsonl: cannot write: "),
     Case("metrics-symlink", "--metrics naming a symlink to another file",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
                     str(symlink(d, "m.jsonl", write(d, "precious.txt", "keep me")))],
          "output file is a symbolic link"),
+    Case("save-weights-unwritable", "--save-weights in a directory that cannot be created",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--save-weights",
+                    str(in_the_way(d) / "sub" / "w.npz")], "cannot create directory of the output file"),
     Case("checkpoint-dir-unwritable", "--checkpoint-dir under a regular file",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--checkpoint-dir",
                     str(in_the_way(d) / "ckpt"), "--checkpoint-every", "1"], "cannot create checkpoint directory"),
@@ -207,6 +211,9 @@ CASES = [
          lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
                     *TRAIN[:4], "--out", str(write(d, "results.csv", "precious")), "--force"],
          "output exists and is not a directory"),
+    Case("model-too-big", "a hidden width of 3·10⁹ on a 4-vertex graph",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--hidden", "3000000000"],
+         "the model would need"),
     Case("argument-out-of-range", "--dropout 1.5",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--dropout", "1.5"],
          "--dropout: expected a probability in [0, 1)"),
@@ -247,8 +254,9 @@ def run_case(case: Case, directory: Path):
 
 
 def shown(line: str, directory: Path) -> str:
-    """The error line as the docs show it: the temporary directory replaced by ``DIR``."""
-    return line.replace(str(directory), "DIR")
+    """The error line as the docs show it: the temporary directory replaced by ``DIR``, this machine's
+    free memory by ``M``."""
+    return re.sub(r"has [0-9.]+ GiB available", "has M GiB available", line.replace(str(directory), "DIR"))
 
 
 def render_table() -> str:
