@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_PRESET",
     "column_net",
     "hypergraph_parts",
+    "partition_nets",
     "default_threads",
 ]
 
@@ -143,7 +144,7 @@ def _nets_as_list(indptr: np.ndarray, pins: np.ndarray) -> list[np.ndarray]:
     return np.split(pins, indptr[1:-1])
 
 
-def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, threads, vcycles):
+def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset, threads, vcycles):
     import mtkahypar
 
     resolved = _resolve_auto(nparts) if preset == "auto" else preset
@@ -159,7 +160,7 @@ def _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset, t
     mtkahypar.set_seed(int(seed))
     n = weights.shape[0]
     nets = _nets_as_list(indptr, pins)
-    hg = mtk.create_hypergraph(ctx, n, len(nets), nets, weights, np.ones(len(nets), dtype=np.int64))
+    hg = mtk.create_hypergraph(ctx, n, len(nets), nets, weights, net_weights)
     del nets
     phg = hg.partition(ctx)
     parts = np.asarray(phg.get_partition(), dtype=np.int64)
@@ -185,7 +186,7 @@ def _mtkahypar_version() -> str:
 # ---------------------------------------------------------------------------
 
 
-def _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset):
+def _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset):
     import kahypar
 
     fname = KAHYPAR_PRESETS.get(preset)
@@ -194,8 +195,7 @@ def _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset):
     n = weights.shape[0]
     num_nets = indptr.shape[0] - 1
     # KaHyPar takes the index/pin vectors directly (copied once into C++ vectors).
-    hg = kahypar.Hypergraph(n, num_nets, indptr, pins, int(nparts),
-                            np.ones(num_nets, dtype=np.int64), weights)
+    hg = kahypar.Hypergraph(n, num_nets, indptr, pins, int(nparts), net_weights, weights)
     ctx = kahypar.Context()
     ref = resources.files("partition") / "presets" / fname
     with resources.as_file(ref) as path:
@@ -243,6 +243,19 @@ def hypergraph_parts(
     Returns int64 part ids; with ``return_info`` also a dict.
     """
     n = _check_args(a_hat, nparts, epsilon)
+    partitioner, preset = _resolve_tool(partitioner, preset, vcycles)
+    if nparts == 1:
+        parts = np.zeros(n, dtype=np.int64)
+        info = {"partitioner": partitioner, "preset": preset, "objective": "km1", "threads": 0, "km1_reported": 0}
+    else:
+        indptr, pins, weights = column_net(a_hat)
+        parts, info = partition_nets(indptr, pins, weights, nparts, epsilon=epsilon, seed=seed,
+                                     partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles)
+    return (parts, info) if return_info else parts
+
+
+def _resolve_tool(partitioner: str | None, preset: str | None, vcycles: int | None) -> tuple[str, str]:
+    """Checked (partitioner, preset) names, defaults filled in."""
     if vcycles is not None and (int(vcycles) != vcycles or vcycles < 0):
         raise InputError(f"vcycles must be a non-negative integer, got {vcycles}")
     partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
@@ -252,19 +265,40 @@ def hypergraph_parts(
     known = MTKAHYPAR_PRESETS if partitioner == "mtkahypar" else KAHYPAR_PRESETS
     if preset not in known:
         raise InputError(f"unknown {partitioner} preset '{preset}': expected one of {', '.join(known)}")
-    info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
+    return partitioner, preset
 
-    if nparts == 1:
-        parts = np.zeros(n, dtype=np.int64)
-        info.update({"threads": 0, "km1_reported": 0})
+
+def partition_nets(
+    indptr: np.ndarray,
+    pins: np.ndarray,
+    weights: np.ndarray,
+    nparts: int,
+    *,
+    net_weights: np.ndarray | None = None,
+    epsilon: float = 0.03,
+    seed: int = 0,
+    partitioner: str | None = DEFAULT_PARTITIONER,
+    preset: str | None = None,
+    threads: int | None = None,
+    vcycles: int | None = None,
+) -> tuple[np.ndarray, dict]:
+    """km1 partition (nparts >= 2) of any hypergraph given as nets ``pins[indptr[i]:indptr[i+1]]``.
+
+    Shared by the column-net model (unit net weights) and the stochastic model,
+    whose merged duplicate nets carry their multiplicity as ``net_weights``.
+    ``weights`` are the vertex weights; options as for :func:`hypergraph_parts`.
+    """
+    partitioner, preset = _resolve_tool(partitioner, preset, vcycles)
+    n = int(weights.shape[0])
+    if net_weights is None:
+        net_weights = np.ones(int(indptr.shape[0]) - 1, dtype=np.int64)
+    info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
+    if partitioner == "mtkahypar":
+        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset,
+                                            threads, vcycles)
     else:
-        indptr, pins, weights = column_net(a_hat)
-        if partitioner == "mtkahypar":
-            parts, extra = _partition_mtkahypar(indptr, pins, weights, nparts, epsilon, seed, preset,
-                                                threads, vcycles)
-        else:
-            parts, extra = _partition_kahypar(indptr, pins, weights, nparts, epsilon, seed, preset)
-        info.update(extra)
-        if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= nparts)):
-            raise RuntimeError(f"{partitioner} returned an invalid partition")
-    return (parts, info) if return_info else parts
+        parts, extra = _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset)
+    info.update(extra)
+    if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= nparts)):
+        raise RuntimeError(f"{partitioner} returned an invalid partition")
+    return parts, info

@@ -7,6 +7,7 @@ Every model returns an int64 array ``parts`` of length n with values in
 * ``contiguous``  -- balanced blocks of consecutive vertex ids;
 * ``graph``       -- METIS edge-cut partition of the symmetrised graph of Â;
 * ``hypergraph``  -- km1 partition of the column-net hypergraph of Â (exact volume model);
+* ``stochastic``  -- km1 partition of the column nets of sampled minibatch subgraphs (SHP);
 * ``external``    -- a part file computed elsewhere.
 
 :func:`compute_parts` dispatches by name and returns the provenance for meta.json.
@@ -18,6 +19,7 @@ import hashlib
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +28,9 @@ from distgcn.errors import InputError
 
 from .external import external_parts
 from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
+
+if TYPE_CHECKING:
+    from distgcn.sampling.cli_options import SamplerSpec
 
 __all__ = [
     "MODELS",
@@ -167,17 +172,24 @@ def compute_parts(
     parts_file: str | Path | None = None,
     threads: int | None = None,
     vcycles: int | None = None,
+    sampler: SamplerSpec | None = None,
+    shp: dict | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
 
     ``info`` holds model, partitioner, preset, epsilon, seed, nparts,
     partition_s (wall seconds of the partitioning call) and the versions of
     the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
-    :func:`partition.hypergraph.hypergraph_parts`).
+    :func:`partition.hypergraph.hypergraph_parts`). The stochastic model needs
+    ``sampler`` (a :class:`distgcn.sampling.cli_options.SamplerSpec`) and takes
+    ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
     """
     n = _check_matrix(a_hat)
     model = (model or "").lower()
     _check_n_nparts(n, nparts)
+    if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
+        what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
+        raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
     info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
                   "partitioner": None, "preset": None}
     versions = {"numpy": np.__version__, "scipy": _version("scipy")}
@@ -214,7 +226,20 @@ def compute_parts(
         parts = external_parts(parts_file, n, nparts)
         info.update(parts_file=str(parts_file), parts_file_sha256=_file_sha256(Path(parts_file)))
     elif model == "stochastic":
-        raise InputError("the stochastic model is not available yet")
+        if sampler is None:
+            raise InputError("the stochastic model needs a sampler (--sampler and --batch-size)")
+        _check_epsilon(epsilon)
+        from .stochastic import stochastic_parts
+
+        partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
+        parts, extra = stochastic_parts(a_hat, nparts, sampler, **(shp or {}), epsilon=epsilon, seed=seed,
+                                        partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles)
+        info.update(epsilon=float(epsilon), seed=int(seed), sampler=sampler.as_dict())
+        extra = dict(extra)
+        tool_version = extra.pop("version", None)
+        info.update(extra)
+        if nparts > 1:
+            versions[partitioner] = tool_version or _version(partitioner)
     else:
         raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(MODELS)}")
     info["partition_s"] = time.perf_counter() - t0

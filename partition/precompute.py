@@ -23,12 +23,15 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from distgcn.distribute import META_FILE, shard_filename
 from distgcn.errors import InputError
+from distgcn.graph import Graph
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 from distgcn.safe_io import prepare_output_dir
+from distgcn.sampling.cli_options import SamplerSpec
 
 from .metrics import partition_metrics
 from .models import compute_parts
@@ -40,30 +43,54 @@ META_VERSION = 1
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
-                    verbose: bool = False) -> dict:
+                    verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None) -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
+    ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`).
     """
-    out = Path(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise InputError("output exists and is not a directory; refusing to replace it", path=out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise InputError("output exists and is not an empty directory (pass --force to replace it)", path=out)
-    prepare_output_dir(out.parent, what="parent directory of --out")  # fail before the long work, not after
+    out = check_output(out, force)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
         phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
         parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                    preset=preset, parts_file=parts_file)
+                                    preset=preset, parts_file=parts_file, sampler=sampler, shp=shp)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
                      f"imbalance {metrics['imbalance']:.3f}")
+    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress)
+
+
+def graph_source(options: GraphOptions) -> dict:
+    """How a graph was read, as meta.json's ``graph`` object records it."""
+    return {"spec": options.spec, "symmetrize": options.symmetrize, "feature_norm": options.feature_norm,
+            "random_features_seed": options.seed if options.features else None}
+
+
+def check_output(out: str | Path, force: bool) -> Path:
+    """Refuse an output that is a file, a symlink, or (without ``force``) a non-empty directory."""
+    out = Path(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError("output exists and is not a directory; refusing to replace it", path=out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise InputError("output exists and is not an empty directory (pass --force to replace it)", path=out)
+    prepare_output_dir(out.parent, what="parent directory of --out")
+    return out
+
+
+def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
+                   source: dict, progress: Progress) -> dict:
+    """Write the directory of a graph already partitioned and measured; return its meta.json contents.
+
+    ``source`` says how the graph was read (``spec``, ``symmetrize``, ``feature_norm``,
+    ``random_features_seed``); the caller has checked ``out`` with :func:`check_output`.
+    """
+    nparts = int(metrics["parts"])
     fingerprint = graph.fingerprint()
     pid = partition_id(fingerprint, parts, nparts)
 
@@ -86,7 +113,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
             "format_version": META_VERSION,
             "partition_id": pid,
             "graph": {
-                "spec": options.spec,
+                "spec": source["spec"],
                 "name": graph.name,
                 "fingerprint": fingerprint,
                 "n": graph.num_vertices,
@@ -94,9 +121,9 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                 "nnz": int(a_hat.nnz),
                 "features": int(graph.features.shape[1]),
                 "classes": graph.num_classes,
-                "symmetrize": options.symmetrize,
-                "feature_norm": options.feature_norm,
-                "random_features_seed": options.seed if options.features else None,
+                "symmetrize": source["symmetrize"],
+                "feature_norm": source["feature_norm"],
+                "random_features_seed": source["random_features_seed"],
             },
             "parts": nparts,
             "model": info.get("model"),
@@ -104,6 +131,8 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
             "preset": info.get("preset"),
             "epsilon": info.get("epsilon"),
             "seed": info.get("seed"),
+            "sampler": info.get("sampler"),
+            "shp_samples": info.get("shp", {}).get("samples"),
             "partition_s": info["partition_s"],
             "partition_info": info,
             "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},

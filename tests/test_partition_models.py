@@ -308,8 +308,8 @@ def test_compute_parts_external(grid_hat, tmp_path):
         compute_parts("external", grid_hat, 3)
 
 
-def test_compute_parts_unknown_and_not_yet(grid_hat):
-    with pytest.raises(InputError, match="not available yet"):
+def test_compute_parts_unknown_and_incomplete(grid_hat):
+    with pytest.raises(InputError, match="needs a sampler"):
         compute_parts("stochastic", grid_hat, 2)
     with pytest.raises(InputError, match="unknown partitioning model"):
         compute_parts("spectral", grid_hat, 2)
