@@ -83,6 +83,7 @@ def test_sigkill_of_one_rank_ends_the_job_and_resume_finishes_it(tmp_path):
                              "--save-weights", str(tmp_path / "full.npz")], ranks=3, timeout=300)
     assert reference.returncode == 0, reference.stderr
 
+    shm_before = set(Path("/dev/shm").glob("mpich_shm_*"))
     ckpt = tmp_path / "ckpt"
     train = ["train", *GRAPH, *COMMON, "--epochs", str(EPOCHS), "--checkpoint-dir", str(ckpt),
              "--checkpoint-every", "5", "--save-weights", str(tmp_path / "resumed.npz")]
@@ -110,6 +111,8 @@ def test_sigkill_of_one_rank_ends_the_job_and_resume_finishes_it(tmp_path):
     while [pid for pid in ranks if alive(pid)] and time.monotonic() < gone_by:
         time.sleep(0.05)
     assert not [pid for pid in ranks if alive(pid)], "processes left behind"
+    for segment in set(Path("/dev/shm").glob("mpich_shm_*")) - shm_before:
+        segment.unlink(missing_ok=True)  # MPICH's shared memory of the killed job: a SIGKILL skips its cleanup
     kept = list_checkpoints(ckpt)
     assert kept and read_checkpoint(kept[-1])["epoch"] < EPOCHS  # intact, and from the middle of the run
 
