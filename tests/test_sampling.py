@@ -8,6 +8,8 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from strategies import directed_a_hat
+
 from distgcn.data import load_graph
 from distgcn.errors import InputError
 from distgcn.graph import normalized_adjacency
@@ -25,17 +27,8 @@ from distgcn.sampling import (
 SMALL_OPTIONS = {"node": {}, "edge": {}, "rw": {"walk_length": 3}, "frontier": {"frontier_size": 4}}
 
 
-@st.composite
-def small_graphs(draw) -> sp.csr_matrix:
-    """Â of a random directed graph (n <= 25), possibly with isolated vertices and sources."""
-    n = draw(st.integers(2, 25))
-    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=4 * n))
-    src = np.array([p[0] for p in pairs])
-    dst = np.array([p[1] for p in pairs])
-    keep = src != dst
-    adj = sp.csr_matrix((np.ones(keep.sum()), (dst[keep], src[keep])), shape=(n, n))
-    adj.data[:] = 1.0
-    return normalized_adjacency(adj)
+def small_graphs() -> st.SearchStrategy[sp.csr_matrix]:
+    return directed_a_hat(max_n=25, edges_per_vertex=4)
 
 
 def sbm(n: int = 120, seed: int = 3) -> sp.csr_matrix:

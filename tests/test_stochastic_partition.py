@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_distgcn
+from strategies import directed_a_hat
 
 from distgcn.cli import main
 from distgcn.data import load_graph
@@ -30,16 +31,11 @@ SBM = "synthetic:sbm,n=240,avg_degree=6,seed=2"
 @st.composite
 def graph_and_parts(draw) -> tuple[sp.csr_matrix, np.ndarray, int]:
     """Â of a random directed graph (n <= 20, isolated vertices allowed) and a random part vector."""
-    n = draw(st.integers(2, 20))
-    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=5 * n))
-    src = np.array([p[0] for p in pairs])
-    dst = np.array([p[1] for p in pairs])
-    keep = src != dst
-    adj = sp.csr_matrix((np.ones(keep.sum()), (dst[keep], src[keep])), shape=(n, n))
-    adj.data[:] = 1.0
+    a_hat = draw(directed_a_hat(max_n=20, edges_per_vertex=5))
+    n = a_hat.shape[0]
     nparts = draw(st.integers(1, 5))
     parts = np.array(draw(st.lists(st.integers(0, nparts - 1), min_size=n, max_size=n)), dtype=np.int64)
-    return normalized_adjacency(adj), parts, nparts
+    return a_hat, parts, nparts
 
 
 def brute_force(a: sp.csr_matrix, vertices: np.ndarray, parts: np.ndarray) -> tuple[int, int]:

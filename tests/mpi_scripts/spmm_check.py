@@ -12,7 +12,6 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 import torch
-from mpi4py import MPI
 
 from distgcn.counters import CommCounters
 from distgcn.graph import Graph, normalized_adjacency
