@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0,
                        help="seed of the weights, dropout, random partition and random features (default: 0)")
     train.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="(default: float32)")
+    train.add_argument("--first-layer", choices=["exact", "cached"], default="exact",
+                       help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
+                            "dropout then applies after the aggregation (a different model; default: exact)")
+    train.add_argument("--comm", choices=["halo", "broadcast"], default="halo",
+                       help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
+                            "1D algorithm, for comparison (default: halo, only the rows Â needs)")
     train.add_argument("--threads", type=_positive_int,
                        help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
                             "Slurm, else the node's cores divided by the ranks on the node")
@@ -105,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true",
                        help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
                             "there is none, so a requeued job can always pass it)")
+    from .sampling.cli_options import add_sampler_options, add_shp_options
+
+    add_sampler_options(train)
+    train.add_argument("--batches-per-epoch", type=_positive_int, metavar="K",
+                       help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
+    train.add_argument("--norm-samples", type=int, default=50, metavar="B",
+                       help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
+                            "(default: 50)")
     train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
     train.add_argument("--verbose", action="store_true",
                        help="also each epoch's time split and traffic, and the run's settings")
@@ -129,8 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--seed", type=int, default=0,
                       help="seed of the partitioner and of random features (default: 0)")
     add_graph_options(part)
-    from .sampling.cli_options import add_sampler_options, add_shp_options
-
     add_sampler_options(part)
     add_shp_options(part)
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")

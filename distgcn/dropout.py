@@ -12,13 +12,15 @@ import numpy as np
 import torch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finalizer: a bijective avalanche on uint64 (wraps modulo 2**64)."""
     with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
         return x ^ (x >> np.uint64(31))
 
 
@@ -31,6 +33,17 @@ def dropout_key(seed: int, epoch: int, layer: int) -> int:
     return int(x)
 
 
+def _mix_inplace(x: np.ndarray) -> np.ndarray:
+    """:func:`_mix` overwriting ``x`` with one scratch buffer: no temporary per step (dropout is per epoch)."""
+    scratch = np.empty_like(x)
+    for shift, multiplier in ((30, _M1), (27, _M2)):
+        np.right_shift(x, np.uint64(shift), out=scratch)
+        np.bitwise_xor(x, scratch, out=x)
+        np.multiply(x, multiplier, out=x)
+    np.right_shift(x, np.uint64(31), out=scratch)
+    return np.bitwise_xor(x, scratch, out=x)
+
+
 def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
     """Boolean [rows, width]: True where entry (row_ids[i], j) survives dropout with probability p.
 
@@ -38,17 +51,20 @@ def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.n
     uniforms, so p is applied at a resolution of 2**-16.
     """
     groups = (width + 3) // 4
-    rows = np.asarray(row_ids, dtype=np.uint64)[:, None]
-    cols = np.arange(groups, dtype=np.uint64)[None, :]
     with np.errstate(over="ignore"):
-        counter = rows * np.uint64(groups) + cols + np.uint64(key) * _GOLDEN
-    lanes = _mix(counter).astype("<u8", copy=False).view("<u2")[:, :width]
+        base = np.asarray(row_ids, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * _GOLDEN
+    counter = np.add.outer(base, np.arange(groups, dtype=np.uint64))
+    lanes = _mix_inplace(counter).astype("<u8", copy=False).view("<u2")[:, :width]
     return lanes >= np.uint16(min(65535, round(p * 65536)))
 
 
 def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
-    """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask."""
+    """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask.
+
+    The kept entries' scale is folded into one float mask, so forward and
+    backward are one multiplication each (x * keep * scale took two).
+    """
     if p <= 0.0:
         return x
     keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
-    return x * keep * (1.0 / (1.0 - p))
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))

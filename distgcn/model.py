@@ -32,8 +32,13 @@ def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[tor
 class GCN(nn.Module):
     """H^{l+1} = σ(Â · dropout(H^l) · W^l + b^l); σ = ReLU except on the last layer (logits)."""
 
-    def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32):
+    def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
+                 first_layer: str = "exact"):
+        """``first_layer="cached"``: the input is already Â·X, so layer 0 only drops out and multiplies by W⁰."""
         super().__init__()
+        if first_layer not in ("exact", "cached"):
+            raise ValueError(f"first_layer: expected exact or cached, got {first_layer!r}")
+        self.first_layer = first_layer
         if len(widths) < 3:
             raise ValueError("a GCN needs at least 2 layers (widths: input, hidden..., classes)")
         self.widths = list(widths)
@@ -55,7 +60,9 @@ class GCN(nn.Module):
             if self.training:
                 h = keyed_dropout(h, row_ids, self.dropout, dropout_key(self.seed, epoch, layer))
             # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
-            if weight.shape[1] < weight.shape[0]:
+            if layer == 0 and self.first_layer == "cached":
+                h = h @ weight
+            elif weight.shape[1] < weight.shape[0]:
                 h = aggregate(h @ weight)
             else:
                 h = aggregate(h) @ weight

@@ -21,6 +21,8 @@ from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import check_output_path, open_output
 from .spmm import choose_kernel
+from .minibatch import DISTRIBUTED_SAMPLERS, MinibatchConfig, MinibatchTrainer
+from .sampling.cli_options import sampler_spec
 from .trainer import TrainConfig, Trainer, TrainingDiverged
 
 
@@ -32,10 +34,26 @@ def _config(args: argparse.Namespace) -> TrainConfig:
                          f"got {len(args.hidden)}")
     return TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
-                       seed=args.seed, dtype=args.dtype)
+                       seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm)
+
+
+def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
+    """The minibatch settings, None for full-batch training (no --sampler)."""
+    spec = sampler_spec(args)
+    if spec is None:
+        if args.batches_per_epoch is not None:
+            raise InputError("--batches-per-epoch needs --sampler")
+        return None
+    if spec.name not in DISTRIBUTED_SAMPLERS:
+        raise InputError(f"--sampler {spec.name}: minibatch train supports {' and '.join(DISTRIBUTED_SAMPLERS)} "
+                         "only (walks that cross ranks are not implemented; docs/minibatch.md)")
+    if args.norm_samples < 0:
+        raise InputError(f"--norm-samples: expected an integer >= 0, got {args.norm_samples}")
+    return MinibatchConfig(spec.name, spec.batch_size, args.batches_per_epoch, args.norm_samples)
 
 
 def run_train(args: argparse.Namespace) -> int:
+    minibatch = _minibatch(args)
     if (args.partition_dir is None) == (args.graph is None):
         raise InputError("train needs exactly one of DIR (a partition directory) or --graph GRAPH")
     if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
@@ -43,7 +61,7 @@ def run_train(args: argparse.Namespace) -> int:
     config = _config(args)
     transport = make_transport(args.backend)
     try:
-        return _train(args, config, transport)
+        return _train(args, config, transport, minibatch)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
@@ -58,7 +76,7 @@ def run_train(args: argparse.Namespace) -> int:
         return 1
 
 
-def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
+def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: MinibatchConfig | None) -> int:
     threads = args.threads or default_threads(transport.ranks_on_this_node())
     set_threads(threads)
     kernel = agree(transport, lambda: choose_kernel(args.spmm_kernel, threads, transport.device))
@@ -76,9 +94,11 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport) -> int:
     if args.save_weights:  # a bad path must fail now, not after the training it would have saved
         agree(transport, lambda: check_output_path(Path(args.save_weights)) if root else None)
     run = _run_header(args, shard, config, transport, threads, kernel) if root else None
+    if run is not None and minibatch is not None:
+        run["minibatch"] = dict(vars(minibatch))
     progress.detail(f"run: {json.dumps(run)}")
     agree(transport, lambda: _check_memory(shard, config, transport))
-    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel))
+    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel, minibatch))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
     directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir)) if args.checkpoint_dir else None
     if args.resume:
@@ -156,7 +176,8 @@ def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport,
     return {"ranks": transport.size, "partition_model": model, "partition_id": shard.partition_id,
             "partition_dir": args.partition_dir, "graph": graph, "layers": config.layers,
             "widths": config.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": config.dtype,
-            "epochs": config.epochs, "seed": config.seed, "threads": threads, "spmm_kernel": kernel,
+            "epochs": config.epochs, "seed": config.seed, "first_layer": config.first_layer,
+            "comm": config.comm, "threads": threads, "spmm_kernel": kernel,
             "backend": transport.backend, "distgcn_version": distgcn_version}
 
 
@@ -171,8 +192,11 @@ def _check_memory(shard, config: TrainConfig, transport) -> None:
                              where)
 
 
-def _make_trainer(shard, transport, config: TrainConfig, kernel: str) -> Trainer:
+def _make_trainer(shard, transport, config: TrainConfig, kernel: str,
+                  minibatch: MinibatchConfig | None = None) -> Trainer:
     try:
+        if minibatch is not None:
+            return MinibatchTrainer(shard, transport, config, minibatch, kernel)
         return Trainer(shard, transport, config, kernel)
     except ValueError as exc:
         raise InputError(str(exc)) from None

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
 from .counters import CommCounters
 from .faults import maybe_fail
@@ -44,6 +45,10 @@ class TrainConfig:
     optimizer: str = "adam"
     seed: int = 0
     dtype: str = "float32"
+    first_layer: str = "exact"
+    comm: str = "halo"
+    """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
+    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
 
     def widths(self, num_features: int, num_classes: int) -> list[int]:
         return model_widths(num_features, num_classes, self.layers, self.hidden)
@@ -75,10 +80,13 @@ class Trainer:
         dtype = DTYPES[config.dtype]
         self.counters = CommCounters()
         device = transport.device
-        plan = HaloPlan.from_shard(shard, device)
+        if config.comm == "broadcast":
+            plan, halo_block = broadcast_plan(shard, transport, device)
+        else:
+            plan, halo_block = HaloPlan.from_shard(shard, device), shard.halo_block
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0)
-        self.adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, dtype, kernel)
+        self.adjacency = DistributedAdjacency(shard.owned_block, halo_block, exchanger, dtype, kernel)
         self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
@@ -91,7 +99,8 @@ class Trainer:
             raise ValueError("no training vertices in the graph")
         num_features = int(transport.allreduce([self.features.shape[1]], op="max")[0])
         self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed,
-                         dtype).to(device)
+                         dtype, config.first_layer).to(device)
+        self.inputs = self._model_inputs()
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
         self.completed_epochs = 0
@@ -100,8 +109,17 @@ class Trainer:
     def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
         return spmm(self.adjacency, h)
 
+    @torch.no_grad()
+    def _model_inputs(self) -> torch.Tensor:
+        """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached."""
+        if self.config.first_layer != "cached":
+            return self.features
+        aggregated = self._aggregate(self.features)
+        self.counters.reset()  # a setup cost, not an epoch's traffic
+        return aggregated
+
     def _forward(self, epoch: int) -> torch.Tensor:
-        return self.model(self.features, self._aggregate, self.shard.global_ids, epoch)
+        return self.model(self.inputs, self._aggregate, self.shard.global_ids, epoch)
 
     def train_epoch(self, epoch: int) -> float:
         """One optimizer step; returns this rank's share of the global mean loss."""
@@ -128,7 +146,7 @@ class Trainer:
     def layer_outputs(self) -> list[torch.Tensor]:
         """Every layer's output on this rank's rows with the current weights, dropout off (collective)."""
         self.model.eval()
-        return self.model.layer_outputs(self.features, self._aggregate, self.shard.global_ids, self.completed_epochs)
+        return self.model.layer_outputs(self.inputs, self._aggregate, self.shard.global_ids, self.completed_epochs)
 
     def epochs(self) -> Iterator[dict]:
         """Train, yielding one metrics record per epoch (identical on every rank)."""
@@ -182,7 +200,9 @@ class Trainer:
         c = self.config
         return json.dumps({"widths": self.model.widths, "dropout": c.dropout, "lr": c.lr,
                            "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
-                           "dtype": c.dtype}, sort_keys=True)
+                           "dtype": c.dtype,
+                           # only when not the default, so that checkpoints written before the option still match
+                           **({"first_layer": c.first_layer} if c.first_layer != "exact" else {})}, sort_keys=True)
 
     def state_dict(self) -> dict:
         """What a checkpoint holds: identical on every rank, since the weights are replicated."""

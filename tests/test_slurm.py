@@ -63,7 +63,8 @@ def test_collector_speedup_and_efficiency_are_relative_to_the_fewest_ranks() -> 
 def test_submit_dry_run_chains_training_after_partitioning(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "distgcn", "jobs", "submit", "--graph", GRAPH, "--parts", "6",
                              "--nodes", "4", "--out", "part6", "--train-args=--epochs 9 --hidden 64,64", "--requeue",
-                             "--dry-run"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+                             "--dry-run", "--templates", str(JOBS)], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=60)
     assert result.returncode == 0, result.stderr
     partition, train = result.stdout.splitlines()[:2]
     assert partition.endswith("jobs/partition.sbatch") and "DISTGCN_PARTS=6 " in partition

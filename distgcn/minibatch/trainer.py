@@ -1,0 +1,128 @@
+"""Minibatch training: K sampled subgraphs per epoch, each a distributed SpMM over its own restricted plan.
+
+Evaluation (accuracies) stays full-graph, as in GraphSAINT, through the
+full-batch trainer's adjacency; only the optimizer steps use batches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..faults import maybe_fail
+from ..halo import HaloExchanger
+from ..shard import Shard
+from ..spmm import DistributedAdjacency, spmm
+from ..trainer import DTYPES, Trainer, TrainConfig
+from ..transport import Transport
+from .batch import BatchBlocks, build_batch
+from .normalization import LocalNormalization, presample
+from .sampling import DistributedSampler, batch_key
+
+
+@dataclass(frozen=True)
+class MinibatchConfig:
+    sampler: str
+    batch_size: int
+    batches_per_epoch: int | None = None
+    """None: ceil(n / batch_size), about one pass over the vertices per epoch."""
+    norm_samples: int = 50
+    """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
+
+
+class MinibatchTrainer(Trainer):
+    """A :class:`Trainer` whose epochs are K optimizer steps on sampled subgraphs."""
+
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, minibatch: MinibatchConfig,
+                 kernel: str = "torch"):
+        if config.first_layer != "exact" or config.comm != "halo":
+            raise ValueError("minibatch training needs --first-layer exact and the halo exchange: a batch "
+                             "aggregates over its own subgraph Â[S, S]")
+        super().__init__(shard, transport, config, kernel)
+        self.minibatch = minibatch
+        self.kernel = kernel
+        self.sampler = DistributedSampler(minibatch.sampler, shard, transport, minibatch.batch_size)
+        self.batches = minibatch.batches_per_epoch or max(1, math.ceil(shard.n_global / minibatch.batch_size))
+        self.normalization: LocalNormalization | None = (
+            presample(self.sampler, config.seed, minibatch.norm_samples) if minibatch.norm_samples else None)
+        self.iterations: list[dict] = []
+
+    def _batch_adjacency(self, blocks: BatchBlocks) -> DistributedAdjacency:
+        owned, halo = blocks.owned_block, blocks.halo_block
+        if self.normalization is not None:
+            owned = owned.copy()
+            halo = halo.copy()
+            owned.data = owned.data * self.normalization.aggregator_scale(
+                blocks.rows[np.repeat(np.arange(owned.shape[0]), np.diff(owned.indptr))], blocks.owned_entries,
+                "owned")
+            halo.data = halo.data * self.normalization.aggregator_scale(
+                blocks.rows[np.repeat(np.arange(halo.shape[0]), np.diff(halo.indptr))], blocks.halo_entries,
+                "halo")
+        exchanger = HaloExchanger(blocks.plan, self.transport, self.counters, exchanges=self.transport.size > 1)
+        return DistributedAdjacency(owned, halo, exchanger, DTYPES[self.config.dtype], self.kernel)
+
+    def train_batch(self, epoch: int, batch: int) -> tuple[float, int]:
+        """One optimizer step on batch ``batch`` of ``epoch``; returns (loss share, batch rows here)."""
+        owned_in, halo_in = self.sampler.sample(batch_key(self.config.seed, epoch, batch))
+        blocks = build_batch(self.shard, self.sampler.bytes, owned_in, halo_in, self.transport.device)
+        adjacency = self._batch_adjacency(blocks)
+        rows = torch.from_numpy(blocks.rows).to(self.transport.device)
+        train = self.masks["train"][rows]
+        targets = blocks.rows[train.cpu().numpy()]
+        if self.normalization is not None:
+            weights = self.normalization.loss_weights(targets, self.global_counts["train"])
+            scale = torch.from_numpy(weights).to(self.transport.device, self.features.dtype)
+        else:
+            in_batch = self.transport.allreduce([int(targets.size)])[0]
+            scale = torch.full((targets.size,), 1.0 / max(in_batch, 1), dtype=self.features.dtype,
+                               device=self.transport.device)
+        self.model.train()
+        self.optimizer.zero_grad()
+        step = (epoch - 1) * self.batches + batch + 1  # a distinct dropout mask per optimizer step
+        logits = self.model(self.features[rows], lambda h: spmm(adjacency, h), self.shard.global_ids[blocks.rows],
+                            step)
+        losses = F.cross_entropy(logits[train], self.labels[rows][train], reduction="none")
+        loss = (losses * scale).sum()
+        maybe_fail(self.transport.rank, epoch)
+        loss.backward()
+        self.grad_sync.wait()
+        self.optimizer.step()
+        return float(loss.detach()), int(blocks.rows.size)
+
+    def train_epoch(self, epoch: int) -> float:
+        """K batches; returns this rank's share of the mean batch loss, and keeps per-batch records."""
+        shares, local = [], []
+        c = self.counters
+        for batch in range(self.batches):
+            before = (c.halo_rows, c.messages)
+            start = time.perf_counter()
+            loss, vertices = self.train_batch(epoch, batch)
+            local.append([loss, vertices, c.halo_rows - before[0], c.messages - before[1],
+                          time.perf_counter() - start])
+            shares.append(loss)
+        sums = self.transport.allreduce([x for rec in local for x in rec[:4]])
+        times = self.transport.allreduce([rec[4] for rec in local], op="max")
+        self.iterations = [{"batch": b, "loss": sums[4 * b], "batch_vertices": int(sums[4 * b + 1]),
+                            "halo_rows": int(sums[4 * b + 2]), "messages": int(sums[4 * b + 3]),
+                            "batch_s": times[b]} for b in range(self.batches)]
+        return float(np.mean(shares))
+
+    def _reduce_metrics(self, epoch: int, loss_share: float, correct: list[int], epoch_s: float) -> dict:
+        record = super()._reduce_metrics(epoch, loss_share, correct, epoch_s)
+        record["batch_vertices"] = float(np.mean([it["batch_vertices"] for it in self.iterations]))
+        record["iterations"] = self.iterations
+        return record
+
+    def model_config(self) -> str:
+        """The full-batch model's settings plus the sampler's: a checkpoint must match both."""
+        config = json.loads(super().model_config())
+        m = self.minibatch
+        config["minibatch"] = {"sampler": m.sampler, "batch_size": m.batch_size, "batches_per_epoch": self.batches,
+                               "norm_samples": m.norm_samples}
+        return json.dumps(config, sort_keys=True)
