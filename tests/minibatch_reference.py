@@ -3,7 +3,9 @@
 Samples each batch from the whole Â, applies GraphSAINT normalization from
 whole-graph counts and trains with plain torch. It shares with the runtime
 only the counter-based hash that *defines* which vertices a batch holds
-(``uniforms``/``batch_key``) and the keyed dropout, as tests/reference.py does.
+(``uniforms``/``batch_key``/``stream_key`` and the stream numbers of the walk
+samplers) and the keyed dropout, as tests/reference.py does. Walks here run
+on the whole Â, one walker array for all roots and a plain O(m) frontier pop.
 """
 
 from __future__ import annotations
@@ -16,14 +18,69 @@ import torch
 import torch.nn.functional as F
 
 from distgcn.dropout import dropout_key, keyed_dropout
-from distgcn.minibatch.sampling import batch_key, uniforms
+from distgcn.minibatch.sampling import batch_key, stream_key, uniforms
+from distgcn.minibatch.walks import MOVE, POP, ROOTS, START, STEP
 from distgcn.model import glorot_weights
 
 
-def batch_vertices(a_hat: sp.csr_matrix, sampler: str, batch_size: int, key: int) -> np.ndarray:
-    """Sorted global ids of one batch, from the whole graph."""
-    a = sp.csr_matrix(a_hat)
+def _off_diagonal(a: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, columns, degree) of Â without its diagonal, columns in increasing order."""
     n = a.shape[0]
+    rows = np.repeat(np.arange(n), np.diff(a.indptr))
+    off = a.indices != rows
+    deg = np.bincount(rows[off], minlength=n)
+    return np.concatenate(([0], np.cumsum(deg))), a.indices[off].astype(np.int64), deg
+
+
+def _random_walks(a: sp.csr_matrix, batch_size: int, walk_length: int, key: int) -> np.ndarray:
+    """Poisson(r/n) walks rooted at each vertex, walker j of root v named v + j·n, keyed steps."""
+    n = a.shape[0]
+    indptr, cols, deg = _off_diagonal(a)
+    mean = max(1, batch_size // walk_length) / n
+    cdf = np.cumsum([math.exp(-mean) * mean**k / math.factorial(k) for k in range(int(mean + 10 * np.sqrt(mean)) + 20)])
+    counts = np.searchsorted(cdf, uniforms(stream_key(key, ROOTS), np.arange(n)), side="right")
+    cur = np.repeat(np.arange(n), counts)
+    walker = cur + (np.arange(cur.size) - np.repeat(np.cumsum(counts) - counts, counts)) * n
+    seen = [cur]
+    for t in range(walk_length):
+        u = uniforms(stream_key(key, STEP, t), walker)
+        nxt = cur.copy()
+        d = deg[cur]
+        live = d > 0
+        nxt[live] = cols[indptr[cur[live]] + np.minimum((u[live] * d[live]).astype(np.int64), d[live] - 1)]
+        seen.append(nxt)
+        cur = np.where(deg[nxt] > 0, nxt, cur)
+    return np.unique(np.concatenate(seen))
+
+
+def _frontier(a: sp.csr_matrix, batch_size: int, frontier_size: int, key: int) -> np.ndarray:
+    """m starts with the smallest keyed hashes among deg > 0; each step pops ∝ deg by a cumulative sum."""
+    indptr, cols, deg = _off_diagonal(a)
+    candidates = np.flatnonzero(deg > 0)
+    h = uniforms(stream_key(key, START), candidates)
+    front = candidates[np.lexsort((candidates, h))[:frontier_size]]
+    seen = list(front)
+    steps = np.arange(batch_size - frontier_size)
+    for pop, move in zip(uniforms(stream_key(key, POP), steps), uniforms(stream_key(key, MOVE), steps)):
+        cdf = np.cumsum(deg[front])
+        slot = int(np.searchsorted(cdf, min(int(pop * cdf[-1]), cdf[-1] - 1), side="right"))
+        v = front[slot]
+        u = cols[indptr[v] + min(int(move * deg[v]), deg[v] - 1)]
+        seen.append(u)
+        if deg[u]:
+            front[slot] = u
+    return np.unique(np.asarray(seen, dtype=np.int64))
+
+
+def batch_vertices(a_hat: sp.csr_matrix, sampler: str, batch_size: int, key: int, **options: int) -> np.ndarray:
+    """Sorted global ids of one batch, from the whole graph (``options``: walk_length, frontier_size)."""
+    a = sp.csr_matrix(a_hat)
+    a.sort_indices()
+    n = a.shape[0]
+    if sampler == "rw":
+        return _random_walks(a, batch_size, options.get("walk_length", 2), key)
+    if sampler == "frontier":
+        return _frontier(a, batch_size, options["frontier_size"], key)
     rows = np.repeat(np.arange(n), np.diff(a.indptr))
     cols = a.indices.astype(np.int64)
     if sampler == "node":
@@ -38,8 +95,8 @@ def batch_vertices(a_hat: sp.csr_matrix, sampler: str, batch_size: int, key: int
 
 def reference_minibatch(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarray, train_mask: np.ndarray,
                         *, sampler: str, batch_size: int, epochs: int, norm_samples: int, hidden: int,
-                        seed: int, lr: float = 0.01, dropout: float = 0.5,
-                        weight_decay: float = 5e-4) -> list[float]:
+                        seed: int, lr: float = 0.01, dropout: float = 0.5, weight_decay: float = 5e-4,
+                        options: dict | None = None) -> list[float]:
     """Train with Adam on sampled batches; return every batch's loss, in order."""
     a = sp.csr_matrix(a_hat)
     n = a.shape[0]
@@ -47,7 +104,7 @@ def reference_minibatch(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.n
     c_v, c_e = np.zeros(n), np.zeros(a.nnz)
     for k in range(norm_samples):
         member = np.zeros(n, dtype=bool)
-        member[batch_vertices(a, sampler, batch_size, batch_key(seed, 0, k))] = True
+        member[batch_vertices(a, sampler, batch_size, batch_key(seed, 0, k), **(options or {}))] = True
         c_v += member
         c_e += member[rows] & member[a.indices]
     scaled = sp.csr_matrix((a.data * np.maximum(c_v[rows], 1) / np.maximum(c_e, 1), a.indices, a.indptr),
@@ -61,7 +118,7 @@ def reference_minibatch(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.n
     losses = []
     for epoch in range(1, epochs + 1):
         for b in range(batches):
-            s = batch_vertices(a, sampler, batch_size, batch_key(seed, epoch, b))
+            s = batch_vertices(a, sampler, batch_size, batch_key(seed, epoch, b), **(options or {}))
             sub = torch.from_numpy(scaled[s][:, s].toarray())
             h = torch.from_numpy(features[s]).to(torch.float64)
             step = (epoch - 1) * batches + b + 1

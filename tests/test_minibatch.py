@@ -54,21 +54,29 @@ def brute_traffic(a_hat, parts: np.ndarray, s: np.ndarray) -> tuple[int, int]:
     return len(pairs), len({(p, int(parts[u])) for p, u in pairs})
 
 
-@pytest.mark.parametrize("sampler", ["node", "edge"])
+# rw and frontier with non-default options: they must reach the runtime and the checkpoint identity
+OPTIONS = {"node": {}, "edge": {}, "rw": {"walk_length": 3}, "frontier": {"frontier_size": 10}}
+FLAGS = {"rw": ["--walk-length", "3"], "frontier": ["--frontier-size", "10"]}
+
+
+@pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
 def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler):
     graph, a_hat = prepare_graph(GraphOptions(spec=graph_file, features=8, classes=3, seed=SEED))
     expected = reference_minibatch(a_hat, graph.features, graph.labels, graph.train_mask, sampler=sampler,
-                                   batch_size=BATCH, epochs=EPOCHS, norm_samples=NORM, hidden=HIDDEN, seed=SEED)
+                                   batch_size=BATCH, epochs=EPOCHS, norm_samples=NORM, hidden=HIDDEN, seed=SEED,
+                                   options=OPTIONS[sampler])
     batches = -(-a_hat.shape[0] // BATCH)
-    sets = [batch_vertices(a_hat, sampler, BATCH, batch_key(SEED, e, b))
+    sets = [batch_vertices(a_hat, sampler, BATCH, batch_key(SEED, e, b), **OPTIONS[sampler])
             for e in range(1, EPOCHS + 1) for b in range(batches)]
     for ranks in ((1, 3) if sampler == "node" else (1, 2)):
-        records = train(tmp_path, graph_file, sampler, ranks)
+        records = train(tmp_path, graph_file, sampler, ranks, *FLAGS.get(sampler, []))
         iterations = [it for r in records for it in r["iterations"]]
         assert [it["batch_vertices"] for it in iterations] == [len(s) for s in sets]
         np.testing.assert_allclose([it["loss"] for it in iterations], expected, rtol=1e-9)
         for r in records:
             assert r["batch_vertices"] == np.mean([it["batch_vertices"] for it in r["iterations"]])
+        if sampler == "rw":  # hand-offs happen only between ranks
+            assert all((it["walkers_handed_off"] > 0) == (ranks > 1) for it in iterations)
         if ranks == 1:
             assert all(it["halo_rows"] == 0 for it in iterations)
             continue
@@ -98,7 +106,8 @@ def test_resume_continues_the_same_batches(tmp_path, graph_file):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--sampler", "rw", "--batch-size", "10"], "supports node and edge only"),
+    (["--sampler", "frontier", "--batch-size", "10", "--frontier-pop", "dashboard"], "Fenwick tree only"),
+    (["--sampler", "frontier", "--batch-size", "10", "--frontier-size", "10"], "smaller than the budget"),
     (["--sampler", "node"], "needs --batch-size"),
     (["--batches-per-epoch", "3"], "--batches-per-epoch needs --sampler"),
     (["--batch-size", "10"], "--batch-size needs --sampler"),

@@ -1,4 +1,4 @@
-"""Distributed node and edge samplers: every rank decides its own rows, with no global adjacency.
+"""Distributed samplers: every rank decides its own rows, with no global adjacency.
 
 Poisson sampling with counter-based randomness. The single-process node
 sampler makes N draws with replacement, P(v) ∝ ‖Â[:, v]‖². Here each vertex
@@ -10,21 +10,23 @@ per halo row, and the global vertex set depends only on (seed, epoch, batch),
 never on P or the partition (up to the rounding of the global sums, see
 docs/minibatch.md). The edge sampler does the same for the off-diagonal
 entries of Â (its ceil(N/2) edge draws), keyed by the (v, u) global pair.
+The walk-based samplers (rw, frontier) are in :mod:`.walks`; :mod:`.factory`
+builds any of the four.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
 from ..dropout import _GOLDEN, _mix, dropout_key
-from ..errors import InputError
 from ..shard import Shard
 from ..transport import Transport
 from .plan_bytes import PlanBytes
 
-DISTRIBUTED_SAMPLERS = ("node", "edge")
+DISTRIBUTED_SAMPLERS = ("node", "edge", "rw", "frontier")
 _SALT = 0x5A3C_17E9_B0D4_6F21
 """Separates the sampling stream from dropout's, which hashes the same (seed, epoch, index) triples."""
 
@@ -41,41 +43,70 @@ def batch_key(seed: int, epoch: int, batch: int) -> int:
     return dropout_key(seed ^ _SALT, epoch, batch)
 
 
-class DistributedSampler:
-    """This rank's part of a node or edge sampler: ``sample(key)`` gives owned and halo membership."""
+def stream_key(key: int, stream: int, index: int = 0) -> int:
+    """An independent key derived from a batch's ``key``, for one use (``stream``) and one step (``index``).
 
-    def __init__(self, name: str, shard: Shard, transport: Transport, batch_size: int):
-        if name not in DISTRIBUTED_SAMPLERS:
-            raise InputError(f"--sampler {name}: distributed minibatch training supports "
-                             f"{' and '.join(DISTRIBUTED_SAMPLERS)} (walks across ranks are not implemented; "
-                             "docs/minibatch.md)")
-        self.name = name
+    Walk samplers hash several counters per batch (roots by vertex id, each
+    step by walker id); separate keys keep those uniforms independent.
+    """
+    return dropout_key(key, stream, index)
+
+
+class DistributedSampler(ABC):
+    """This rank's part of a sampler: ``sample(key)`` gives the owned and halo membership of batch ``key``."""
+
+    name: str
+
+    def __init__(self, shard: Shard, transport: Transport):
         self.shard = shard
+        self.transport = transport
         self.bytes = PlanBytes(shard, transport)
         self.n_global = shard.n_global
         owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
         self.rows = {"owned": np.repeat(np.arange(shard.n_owned), np.diff(owned.indptr)),
                      "halo": np.repeat(np.arange(shard.n_owned), np.diff(halo.indptr))}
         self.cols = {"owned": owned.indices.astype(np.int64), "halo": halo.indices.astype(np.int64)}
-        if name == "node":
-            self._setup_node(owned, halo, transport, batch_size)
-        else:
-            self._setup_edge(owned, halo, transport, batch_size)
+        self.traffic: dict[str, int] = {}
+        """Sampler-specific message counters of this rank, cumulative (keys become per-batch metrics)."""
 
-    def _setup_node(self, owned, halo, transport: Transport, batch_size: int) -> None:
+    @abstractmethod
+    def sample(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """(owned membership [n_owned], halo membership [n_halo]) of the batch ``key`` (collective)."""
+
+
+class NodeSampler(DistributedSampler):
+    """Each vertex drawn Poisson(N·P(v)) times, P(v) ∝ ‖Â[:, v]‖²: decided by its owner alone."""
+
+    name = "node"
+
+    def __init__(self, shard: Shard, transport: Transport, batch_size: int):
+        super().__init__(shard, transport)
+        owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
         sq_owned = np.bincount(self.cols["owned"], weights=np.square(owned.data, dtype=np.float64),
-                               minlength=self.shard.n_owned)
+                               minlength=shard.n_owned)
         sq_halo = np.bincount(self.cols["halo"], weights=np.square(halo.data, dtype=np.float64),
-                              minlength=self.shard.n_halo)
+                              minlength=shard.n_halo)
         col_sq = self.bytes.reverse_add(sq_owned, sq_halo)  # halo partials summed at the column's owner
         total = transport.allreduce([float(col_sq.sum())])[0]
         self.inclusion = -np.expm1(-batch_size * col_sq / total)
         """float64 [n_owned]: P(v ∈ S) of each owned vertex."""
 
-    def _setup_edge(self, owned, halo, transport: Transport, batch_size: int) -> None:
+    def sample(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        owned_in = uniforms(key, self.shard.global_ids) < self.inclusion
+        return owned_in, self.bytes.forward(owned_in.astype(np.uint8)) != 0
+
+
+class EdgeSampler(DistributedSampler):
+    """Each off-diagonal entry Â[v, u] drawn Poisson(ceil(N/2)·P(v, u)) times, decided by the owner of row v."""
+
+    name = "edge"
+
+    def __init__(self, shard: Shard, transport: Transport, batch_size: int):
+        super().__init__(shard, transport)
+        owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
         d_owned = (np.diff(owned.indptr) + np.diff(halo.indptr)).astype(np.float64)  # rows of A + I
         d_halo = self.bytes.forward(d_owned)
-        gid, hid = self.shard.global_ids.astype(np.int64), self.shard.halo_global_ids.astype(np.int64)
+        gid, hid = shard.global_ids.astype(np.int64), shard.halo_global_ids.astype(np.int64)
         weights, counters = {}, {}
         for block, d_col, col_ids in (("owned", d_owned, gid), ("halo", d_halo, hid)):
             rows, cols = self.rows[block], self.cols[block]
@@ -90,16 +121,11 @@ class DistributedSampler:
         self.edge_counters = counters
 
     def sample(self, key: int) -> tuple[np.ndarray, np.ndarray]:
-        """(owned membership [n_owned], halo membership [n_halo]) of the batch ``key`` (collective)."""
-        if self.name == "node":
-            owned_in = uniforms(key, self.shard.global_ids) < self.inclusion
-        else:
-            owned_in = np.zeros(self.shard.n_owned, dtype=bool)
-            halo_in = np.zeros(self.shard.n_halo, dtype=bool)
-            for block, marks in (("owned", owned_in), ("halo", halo_in)):
-                chosen = uniforms(key, self.edge_counters[block]) < self.edge_inclusion[block]
-                owned_in[self.rows[block][chosen]] = True
-                marks[self.cols[block][chosen]] = True
-            owned_in = self.bytes.reverse_or(owned_in, halo_in)  # tell owners of halo endpoints
-        halo_in = self.bytes.forward(owned_in.astype(np.uint8)) != 0
-        return owned_in, halo_in
+        owned_in = np.zeros(self.shard.n_owned, dtype=bool)
+        halo_in = np.zeros(self.shard.n_halo, dtype=bool)
+        for block, marks in (("owned", owned_in), ("halo", halo_in)):
+            chosen = uniforms(key, self.edge_counters[block]) < self.edge_inclusion[block]
+            owned_in[self.rows[block][chosen]] = True
+            marks[self.cols[block][chosen]] = True
+        owned_in = self.bytes.reverse_or(owned_in, halo_in)  # tell owners of halo endpoints
+        return owned_in, self.bytes.forward(owned_in.astype(np.uint8)) != 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,8 +23,9 @@ from ..spmm import DistributedAdjacency, spmm
 from ..trainer import DTYPES, Trainer, TrainConfig
 from ..transport import Transport
 from .batch import BatchBlocks, build_batch
+from .factory import make_distributed_sampler
 from .normalization import LocalNormalization, presample
-from .sampling import DistributedSampler, batch_key
+from .sampling import batch_key
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class MinibatchConfig:
     """None: ceil(n / batch_size), about one pass over the vertices per epoch."""
     norm_samples: int = 50
     """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Sampler options with defaults resolved (:func:`.factory.sampler_options`): rw walk_length, frontier_size."""
 
 
 class MinibatchTrainer(Trainer):
@@ -47,7 +51,12 @@ class MinibatchTrainer(Trainer):
         super().__init__(shard, transport, config, kernel)
         self.minibatch = minibatch
         self.kernel = kernel
-        self.sampler = DistributedSampler(minibatch.sampler, shard, transport, minibatch.batch_size)
+        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(transport.device,
+                                                                                 DTYPES[config.dtype])
+        """Dense X (no copy when the shard's dtype matches): batches gather rows of it, whatever form the
+        full-graph evaluation keeps its input in."""
+        self.sampler = make_distributed_sampler(minibatch.sampler, shard, transport, minibatch.batch_size,
+                                                minibatch.options)
         self.batches = minibatch.batches_per_epoch or max(1, math.ceil(shard.n_global / minibatch.batch_size))
         self.normalization: LocalNormalization | None = (
             presample(self.sampler, config.seed, minibatch.norm_samples) if minibatch.norm_samples else None)
@@ -67,9 +76,11 @@ class MinibatchTrainer(Trainer):
         exchanger = HaloExchanger(blocks.plan, self.transport, self.counters, exchanges=self.transport.size > 1)
         return DistributedAdjacency(owned, halo, exchanger, DTYPES[self.config.dtype], self.kernel)
 
-    def train_batch(self, epoch: int, batch: int) -> tuple[float, int]:
-        """One optimizer step on batch ``batch`` of ``epoch``; returns (loss share, batch rows here)."""
+    def train_batch(self, epoch: int, batch: int) -> tuple[float, int, float]:
+        """One optimizer step on batch ``batch`` of ``epoch``; returns (loss share, batch rows here, sampling s)."""
+        start = time.perf_counter()
         owned_in, halo_in = self.sampler.sample(batch_key(self.config.seed, epoch, batch))
+        sample_s = time.perf_counter() - start
         blocks = build_batch(self.shard, self.sampler.bytes, owned_in, halo_in, self.transport.device)
         adjacency = self._batch_adjacency(blocks)
         rows = torch.from_numpy(blocks.rows).to(self.transport.device)
@@ -93,24 +104,28 @@ class MinibatchTrainer(Trainer):
         loss.backward()
         self.grad_sync.wait()
         self.optimizer.step()
-        return float(loss.detach()), int(blocks.rows.size)
+        return float(loss.detach()), int(blocks.rows.size), sample_s
 
     def train_epoch(self, epoch: int) -> float:
         """K batches; returns this rank's share of the mean batch loss, and keeps per-batch records."""
-        shares, local = [], []
+        shares, local, times = [], [], []
         c = self.counters
+        traffic = self.sampler.traffic
         for batch in range(self.batches):
-            before = (c.halo_rows, c.messages)
+            before = (c.halo_rows, c.messages, *traffic.values())
             start = time.perf_counter()
-            loss, vertices = self.train_batch(epoch, batch)
-            local.append([loss, vertices, c.halo_rows - before[0], c.messages - before[1],
-                          time.perf_counter() - start])
+            loss, vertices, sample_s = self.train_batch(epoch, batch)
+            after = (c.halo_rows, c.messages, *traffic.values())
+            local.append([loss, vertices, *(a - b for a, b in zip(after, before))])
+            times += [time.perf_counter() - start, sample_s]
             shares.append(loss)
-        sums = self.transport.allreduce([x for rec in local for x in rec[:4]])
-        times = self.transport.allreduce([rec[4] for rec in local], op="max")
-        self.iterations = [{"batch": b, "loss": sums[4 * b], "batch_vertices": int(sums[4 * b + 1]),
-                            "halo_rows": int(sums[4 * b + 2]), "messages": int(sums[4 * b + 3]),
-                            "batch_s": times[b]} for b in range(self.batches)]
+        width = len(local[0])
+        sums = self.transport.allreduce([x for rec in local for x in rec])
+        slowest = self.transport.allreduce(times, op="max")
+        keys = ["halo_rows", "messages", *traffic]
+        self.iterations = [{"batch": b, "loss": sums[width * b], "batch_vertices": int(sums[width * b + 1]),
+                            **{k: int(sums[width * b + 2 + i]) for i, k in enumerate(keys)},
+                            "batch_s": slowest[2 * b], "sample_s": slowest[2 * b + 1]} for b in range(self.batches)]
         return float(np.mean(shares))
 
     def _reduce_metrics(self, epoch: int, loss_share: float, correct: list[int], epoch_s: float) -> dict:
@@ -125,4 +140,6 @@ class MinibatchTrainer(Trainer):
         m = self.minibatch
         config["minibatch"] = {"sampler": m.sampler, "batch_size": m.batch_size, "batches_per_epoch": self.batches,
                                "norm_samples": m.norm_samples}
+        if m.options:  # node and edge have none: their checkpoints keep the identity they had before rw/frontier
+            config["minibatch"]["options"] = m.options
         return json.dumps(config, sort_keys=True)

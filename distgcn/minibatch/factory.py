@@ -1,0 +1,38 @@
+"""Which distributed sampler a run uses, with its options resolved and checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+from ..sampling import samplers as single_process
+from ..shard import Shard
+from ..transport import Transport
+from .sampling import DISTRIBUTED_SAMPLERS, DistributedSampler, EdgeSampler, NodeSampler
+from .walks import FrontierSampler, RandomWalkSampler
+
+
+def sampler_options(name: str, batch_size: int, given: dict[str, Any]) -> dict[str, Any]:
+    """The sampler's options with defaults resolved (what a checkpoint records); unsupported ones are InputErrors."""
+    if name not in DISTRIBUTED_SAMPLERS:
+        raise InputError(f"--sampler {name}: distributed minibatch training supports "
+                         f"{', '.join(DISTRIBUTED_SAMPLERS)}")
+    if name == "rw":
+        return {"walk_length": int(given.get("walk_length", single_process.SAMPLER_OPTIONS["rw"]["walk_length"]))}
+    if name == "frontier":
+        if given.get("pop", "tree") != "tree":
+            raise InputError(f"--frontier-pop {given['pop']}: distributed minibatch training pops with the "
+                             "Fenwick tree only (the pop is a keyed integer target; docs/minibatch.md)")
+        default = max(1, min(single_process.FrontierSampler.DEFAULT_FRONTIER, batch_size // 2))
+        size = given.get("frontier_size") or default
+        if size >= batch_size:
+            raise InputError(f"--frontier-size {size} must be smaller than the budget (--batch-size) {batch_size}")
+        return {"frontier_size": int(size)}
+    return {}
+
+
+def make_distributed_sampler(name: str, shard: Shard, transport: Transport, batch_size: int,
+                             options: dict[str, Any]) -> DistributedSampler:
+    """This rank's part of sampler ``name`` (collective: setup exchanges over the plan)."""
+    classes = {"node": NodeSampler, "edge": EdgeSampler, "rw": RandomWalkSampler, "frontier": FrontierSampler}
+    return classes[name](shard, transport, batch_size, **sampler_options(name, batch_size, options))
