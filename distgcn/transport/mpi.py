@@ -21,6 +21,11 @@ def _buffer(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().numpy()
 
 
+def _message_buffer(tensor: torch.Tensor) -> np.ndarray:
+    """:func:`_buffer` for point-to-point messages, which only move bits: bfloat16, unknown to numpy, as int16."""
+    return _buffer(tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor)
+
+
 class _MPIExchange:
     def __init__(self, recv_requests: list[MPI.Request], send_requests: list[MPI.Request]):
         self._recv = recv_requests
@@ -59,8 +64,8 @@ class MPITransport:
     def exchange(
         self, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]]
     ) -> _MPIExchange:
-        recv_requests = [self.comm.Irecv(_buffer(buf), source=peer, tag=_HALO_TAG) for peer, buf in recvs]
-        send_requests = [self.comm.Isend(_buffer(buf), dest=peer, tag=_HALO_TAG) for peer, buf in sends]
+        recv_requests = [self.comm.Irecv(_message_buffer(buf), source=peer, tag=_HALO_TAG) for peer, buf in recvs]
+        send_requests = [self.comm.Isend(_message_buffer(buf), dest=peer, tag=_HALO_TAG) for peer, buf in sends]
         return _MPIExchange(recv_requests, send_requests)
 
     def allreduce_sum_async(self, tensor: torch.Tensor) -> _MPIReduction:

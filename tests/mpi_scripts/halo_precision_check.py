@@ -1,0 +1,64 @@
+"""Run under mpiexec: one distributed SpMM forward and transpose with halo messages in a narrower dtype.
+
+Every rank builds spmm_check.py's seeded graph and part vector, multiplies in
+float64 with the halo sent as WIRE (bfloat16 or float16), and rank 0 writes
+what each rank computed, what landed in its halo buffer and what it counted,
+for tests/test_halo_precision.py to compare with a serial computation.
+Usage: halo_precision_check.py OUT.json N EDGES SEED PARTS_MODE DIRECTED(0|1) WIRE
+"""
+
+import json
+import sys
+
+import numpy as np
+import torch
+from spmm_check import make_graph, make_parts
+
+from distgcn.counters import CommCounters
+from distgcn.graph import Graph, normalized_adjacency
+from distgcn.halo import HALO_DTYPES, HaloExchanger, HaloPlan
+from distgcn.spmm import DistributedAdjacency
+from distgcn.transport import MPITransport
+from partition.shards import iter_shards
+
+WIDTH = 5
+
+
+def inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """H and G over the whole graph: random normals, so that rounding them to 2 bytes loses something."""
+    rng = np.random.default_rng(seed + 3)
+    return rng.standard_normal((n, WIDTH)), rng.standard_normal((n, WIDTH))
+
+
+def main() -> None:
+    out = sys.argv[1]
+    n, edges, seed = (int(x) for x in sys.argv[2:5])
+    mode, directed, wire = sys.argv[5], sys.argv[6] == "1", sys.argv[7]
+    transport = MPITransport()
+    adj = make_graph(n, edges, seed, directed)
+    parts = make_parts(n, transport.size, mode, seed)
+    graph = Graph(adj=adj, vertex_ids=np.arange(n))
+    shard = list(iter_shards(graph, normalized_adjacency(adj), parts, transport.size, "test"))[transport.rank]
+
+    counters = CommCounters()
+    exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, counters, exchanges=True,
+                              wire_dtype=HALO_DTYPES[wire])
+    adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float64, "scipy")
+    h, g = inputs(n, seed)
+    y = adjacency.matmul(torch.from_numpy(h[shard.global_ids])).numpy()
+    halo = exchanger.buffer("halo", shard.n_halo, WIDTH, torch.float64).numpy().copy()
+    forward = (counters.halo_rows, counters.halo_bytes, counters.messages)
+    gt = adjacency.matmul_transpose(torch.from_numpy(g[shard.global_ids])).numpy()
+    backward = (counters.halo_rows - forward[0], counters.halo_bytes - forward[1], counters.messages - forward[2])
+
+    gathered = transport.comm.gather(
+        {"ids": shard.global_ids.tolist(), "y": y.tolist(), "gt": gt.tolist(),
+         "halo_ids": shard.halo_global_ids.tolist(), "halo": halo.tolist(), "forward": forward,
+         "backward": backward}, root=0)
+    if transport.rank == 0:
+        with open(out, "w") as fh:
+            json.dump({"parts": parts.tolist(), "ranks": gathered}, fh)
+
+
+if __name__ == "__main__":
+    main()
