@@ -63,6 +63,15 @@ def distgcn_job(graph: str, ranks: int, model: str, variant: str, extra: list[st
                     "--seed", str(args.seed), "--quiet", *extra]}
 
 
+def shards_job(graph: str, label: str, directory: str, variant: str, extra: list[str], args) -> dict:
+    """A run on a partition written beforehand by ``distgcn partition`` (P = its number of parts)."""
+    meta = json.loads((Path(directory) / "meta.json").read_text())
+    return {"kind": "distgcn", "graph": graph, "ranks": int(meta["parts"]), "model": label, "variant": variant,
+            "cmd": ["distgcn", "train", directory, "--layers", str(args.layers), "--hidden", args.hidden,
+                    "--dropout", str(args.dropout), "--epochs", str(args.warmup + args.epochs),
+                    "--threads", str(args.threads), "--seed", str(args.seed), "--quiet", *extra]}
+
+
 def peer_job(graph: str, peer: str, args) -> dict:
     return {"kind": peer, "graph": graph, "ranks": 1, "model": "-", "variant": "-",
             "cmd": [sys.executable, str(ROOT / "benchmarks" / "peers.py"), "--peer", peer, "--graph",
@@ -160,10 +169,18 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
     return name, shlex.split(flags)
 
 
+def parse_labelled_dir(text: str) -> tuple[str, str]:
+    label, sep, directory = text.partition("=")
+    if not sep or not label or not (Path(directory) / "meta.json").is_file():
+        raise argparse.ArgumentTypeError(f"expected LABEL=DIR with DIR a partition directory, got {text!r}")
+    return label, directory
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default="slashdot", help=f"comma list of {', '.join(GRAPHS)}")
-    parser.add_argument("--ranks", default="1,2", help="comma list of P")
+    parser.add_argument("--ranks", default="1,2", help="comma list of P for runs that partition in train "
+                                                      "(empty: only --partition-dir runs)")
     parser.add_argument("--models", default="random", help="comma list of partition models")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", default="64", help="hidden widths, as train --hidden")
@@ -176,16 +193,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peers", default="csr", help="comma list of csr, pyg, pyg-sparse; empty for none")
     parser.add_argument("--variant", action="append", type=parse_variant, metavar="NAME=FLAGS",
                         help="extra train flags, one distgcn run per variant (default: one plain run)")
+    parser.add_argument("--partition-dir", action="append", type=parse_labelled_dir, default=[], metavar="LABEL=DIR",
+                        help="also run on a partition directory made by 'distgcn partition' (offline, e.g. a "
+                             "hypergraph partition too slow to recompute per run) of the single graph given; "
+                             "P is its number of parts, LABEL names it in the partition column")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     parser.add_argument("--name", required=True, help="results go to benchmarks/results/bench-NAME.{json,md}")
     args = parser.parse_args(argv)
     variants = args.variant or [("default", [])]
+    if args.partition_dir and "," in args.graphs:
+        parser.error("--partition-dir needs a single graph in --graphs (the one it was partitioned from)")
     jobs = []
     for graph in args.graphs.split(","):
         jobs += [peer_job(graph, peer, args) for peer in filter(None, args.peers.split(","))]
         jobs += [distgcn_job(graph, int(p), model, name, flags, args)
-                 for p in args.ranks.split(",") for model in args.models.split(",")[:1 if p == "1" else None]
+                 for p in filter(None, args.ranks.split(",")) for model in args.models.split(",")[:1 if p == "1" else None]
                  for name, flags in variants]  # at P = 1 every partition model is the same run
+        jobs += [shards_job(graph, label, directory, name, flags, args)
+                 for label, directory in args.partition_dir for name, flags in variants]
     header = {"name": args.name, "command": shlex.join(["python", "benchmarks/bench.py", *(argv or sys.argv[1:])]),
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": platform.node(),
               "cpus": os.cpu_count(), "load_start": os.getloadavg(), "threads": args.threads,

@@ -1,25 +1,45 @@
-"""Which library should do the local sparse x dense products? Measure, on the same matrices.
+"""Which kernel should do the local sparse x dense products, and how close to memory bandwidth do they get?
 
-Compares torch CSR (`torch.sparse_csr_tensor @ dense`), scipy CSR (`csr @ ndarray`)
-and python-graphblas (`mxm` with a full dense matrix) for Y = Â H on a graph's
-normalized adjacency, for several widths, with the thread count given.
+For Y = Â H on a graph's normalized adjacency, in the vertex orders given
+(``natural``: ids as loaded; ``rcm``: reverse Cuthill-McKee, what ``distgcn
+partition`` writes by default), compares torch CSR (``sparse_csr_tensor @
+dense``), scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full
+dense matrix) and, as the fallback the issue allows only if all of them fall
+short of the roofline, a 15-line numba loop. The same run measures the
+machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
+kernel's effective bandwidth two ways:
 
-    python benchmarks/spmm_kernels.py --graph ../shared/datasets/soc-Slashdot0902/soc-Slashdot0902.txt.gz \
-        --widths 16,64,256 --threads 2
+- ``compulsory``: the matrix (values, column indices, row pointers), every
+  row of H read once and Y written once: the traffic of a perfect cache;
+- ``gathered``: as above, but a row of H read once per nonzero that uses it:
+  the traffic with no reuse at all.
+
+    python benchmarks/spmm_kernels.py --graph synthetic:rmat,scale=20,edge_factor=10 --widths 16,64 \
+        --threads 1 --name rmat20
+
+writes benchmarks/results/spmm-NAME.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import torch
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from distgcn.data import load_graph
 from distgcn.graph import normalized_adjacency
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(fn, repeats: int) -> float:
@@ -32,40 +52,120 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def memory_bandwidth(repeats: int) -> dict[str, float]:
+    """GB/s of a large copy (read + write) and a large sum (read only), best of ``repeats``."""
+    a = np.ones(2**27, dtype=np.float32)
+    b = np.empty_like(a)
+    copy = min(timed(lambda: np.copyto(b, a), 1) for _ in range(repeats))
+    read = min(timed(lambda: a.sum(), 1) for _ in range(repeats))
+    return {"copy_gbs": 2 * a.nbytes / copy / 1e9, "read_gbs": a.nbytes / read / 1e9}
+
+
+def numba_kernel():
+    """y += A x row by row: each output row accumulates in registers, the width loop vectorizes."""
+    import numba
+
+    @numba.njit(fastmath=True, cache=False)
+    def csr_times_dense(indptr, indices, data, x, out):
+        for i in range(out.shape[0]):
+            acc = np.zeros(out.shape[1], dtype=out.dtype)
+            for k in range(indptr[i], indptr[i + 1]):
+                a = data[k]
+                row = x[indices[k]]
+                for c in range(out.shape[1]):
+                    acc[c] += a * row[c]
+            out[i, :] = acc
+
+    return csr_times_dense
+
+
+def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
+    matrix = a.nnz * (itemsize + a.indices.itemsize) + a.indptr.nbytes
+    rows_read = np.unique(a.indices).size
+    return {"compulsory": matrix + (rows_read + a.shape[0]) * width * itemsize,
+            "gathered": matrix + (a.nnz + a.shape[0]) * width * itemsize}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="synthetic:rmat,scale=18,edge_factor=16")
-    parser.add_argument("--widths", default="16,64,256")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--symmetrize", action="store_true")
+    parser.add_argument("--widths", default="16,64")
+    parser.add_argument("--orders", default="natural,rcm")
+    parser.add_argument("--kernels", default="torch,scipy,graphblas,numba")
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--name", required=True, help="results go to benchmarks/results/spmm-NAME.{json,md}")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    import graphblas as gb
+    kernels = args.kernels.split(",")
+    if "graphblas" in kernels:
+        import graphblas as gb
 
-    gb.ss.config["nthreads"] = args.threads
+        gb.ss.config["nthreads"] = args.threads
+    if "numba" in kernels:
+        import numba
+
+        numba.set_num_threads(args.threads)
+        numba_spmm = numba_kernel()
     dtype = np.dtype(args.dtype)
-    a = normalized_adjacency(load_graph(args.graph).adj, dtype=dtype)
-    a_torch = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
-                                      torch.from_numpy(a.indices.astype(np.int64)),
-                                      torch.from_numpy(a.data), size=a.shape, check_invariants=False)
-    a_gb = gb.io.from_scipy_sparse(a)
+    load_start = os.getloadavg()
+    bandwidth = memory_bandwidth(args.repeats)
+    natural = normalized_adjacency(load_graph(args.graph, symmetrize=args.symmetrize).adj, dtype=dtype)
     rows = []
-    for width in (int(w) for w in args.widths.split(",")):
-        h = np.random.default_rng(0).standard_normal((a.shape[0], width)).astype(dtype)
-        h_torch = torch.from_numpy(h)
-        h_gb = gb.Matrix.from_dense(h)
-        reference = a @ h
-        results = {
-            "torch_csr": timed(lambda: a_torch @ h_torch, args.repeats),
-            "scipy_csr": timed(lambda: a @ h, args.repeats),
-            "graphblas": timed(lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new(), args.repeats),
-        }
-        np.testing.assert_allclose((a_torch @ h_torch).numpy(), reference, rtol=1e-4, atol=1e-5)
-        row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "width": width, "threads": args.threads,
-               **{k: round(v * 1e3, 2) for k, v in results.items()}}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    for order in args.orders.split(","):
+        if order == "rcm":
+            start = time.perf_counter()
+            perm = reverse_cuthill_mckee((abs(natural) + abs(natural.T)).tocsr(), symmetric_mode=True)
+            a = natural[perm][:, perm].tocsr()
+            order_s = time.perf_counter() - start
+        else:
+            a, order_s = natural, 0.0
+        a.sort_indices()
+        for width in (int(w) for w in args.widths.split(",")):
+            h = np.random.default_rng(0).standard_normal((a.shape[0], width)).astype(dtype)
+            reference = a @ h
+            candidates = {"scipy": lambda: a @ h}
+            if "torch" in kernels:
+                a_torch = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
+                                                  torch.from_numpy(a.indices.astype(np.int64)),
+                                                  torch.from_numpy(a.data), size=a.shape, check_invariants=False)
+                h_torch = torch.from_numpy(h)
+                candidates["torch"] = lambda: a_torch @ h_torch
+            if "graphblas" in kernels:
+                a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
+                candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
+            if "numba" in kernels:
+                out = np.empty_like(reference)
+                candidates["numba"] = lambda: numba_spmm(a.indptr, a.indices, a.data, h, out)
+                candidates["numba"]()
+                np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-5)
+            moved = traffic(a, width, dtype.itemsize)
+            for kernel in [k for k in kernels if k in candidates]:
+                seconds = timed(candidates[kernel], args.repeats)
+                row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "order": order,
+                       "order_s": round(order_s, 3), "width": width, "kernel": kernel, "ms": round(seconds * 1e3, 2),
+                       **{f"{k}_gbs": round(v / seconds / 1e9, 2) for k, v in moved.items()},
+                       **{f"{k}_pct": round(100 * v / seconds / 1e9 / bandwidth["copy_gbs"], 1)
+                          for k, v in moved.items()}}
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+    header = {"command": " ".join(["python", "benchmarks/spmm_kernels.py", *sys.argv[1:]]),
+              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": platform.node(),
+              "threads": args.threads, "dtype": args.dtype, "load_start": load_start, "load_end": os.getloadavg(),
+              **{k: round(v, 2) for k, v in bandwidth.items()}}
+    out_dir = ROOT / "benchmarks" / "results"
+    (out_dir / f"spmm-{args.name}.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
+    lines = [f"# SpMM kernels: {args.graph}", "", f"`{header['command']}`", "",
+             f"{header['when']}, {args.threads} thread(s), {args.dtype}; memory bandwidth: copy "
+             f"{header['copy_gbs']} GB/s, read {header['read_gbs']} GB/s; load average {load_start} at start, "
+             f"{header['load_end']} at end. % = effective GB/s over the copy bandwidth.", "",
+             "| order | width | kernel | ms (median) | compulsory GB/s | % | gathered GB/s | % |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['order']} | {r['width']} | {r['kernel']} | {r['ms']} | {r['compulsory_gbs']} | "
+              f"{r['compulsory_pct']} | {r['gathered_gbs']} | {r['gathered_pct']} |" for r in rows]
+    (out_dir / f"spmm-{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

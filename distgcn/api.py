@@ -138,8 +138,10 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = "ran
         raise InputError(str(exc)) from None
     finally:
         torch.set_num_threads(previous_threads)
-    return TrainResult(history=history, weights=trainer.weights(), ids=shard.global_ids.copy(),
-                       layer_outputs=outputs, rank=transport.rank, size=transport.size, transport=transport)
+    by_id = np.argsort(shard.global_ids, kind="stable")  # a shard's rows are in its local (e.g. RCM) order
+    return TrainResult(history=history, weights=trainer.weights(), ids=shard.global_ids[by_id],
+                       layer_outputs=[o[by_id] for o in outputs], rank=transport.rank, size=transport.size,
+                       transport=transport)
 
 
 def default_transport(backend: str | None = None) -> Transport:

@@ -31,7 +31,8 @@ def broadcast_plan(shard: Shard, transport: Transport,
     global_id = shard.halo_global_ids[halo.col]
     for k, peer in enumerate(peers):
         here = peer_index == k
-        column[here] = offsets[k] + np.searchsorted(owned[peer], global_id[here])
+        by_id = np.argsort(owned[peer])  # owned rows are in the owner's local order, not by id
+        column[here] = offsets[k] + by_id[np.searchsorted(owned[peer], global_id[here], sorter=by_id)]
     halo_block = sp.csr_matrix((halo.data, (halo.row, column)), shape=(shard.n_owned, int(offsets[-1])))
     n = shard.n_owned
     send_index = np.tile(np.arange(n, dtype=np.int64), len(peers))  # one copy per peer: backward sums them

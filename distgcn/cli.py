@@ -59,6 +59,15 @@ def add_graph_options(parser: argparse.ArgumentParser) -> None:
                         help="scale feature rows to unit L1 norm, as Kipf & Welling (default: row)")
 
 
+def add_vertex_order_option(parser: argparse.ArgumentParser, prefix: str, default: str | None) -> None:
+    from partition.shards import VERTEX_ORDERS
+
+    parser.add_argument("--vertex-order", choices=VERTEX_ORDERS, default=default,
+                        help=f"{prefix}how each shard numbers its own rows: rcm (reverse Cuthill-McKee of the "
+                             "shard's block, for memory locality in the SpMM) or natural (by vertex id) "
+                             "(default: rcm)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distgcn", description="Distributed full-graph GCN training.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -71,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
     train.add_argument("--partition", default="random", choices=["random", "contiguous", "graph", "hypergraph"],
                        help="how rank 0 partitions --graph (default: random)")
+    add_vertex_order_option(train, "with --graph: ", None)
     add_graph_options(train)
     train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
     train.add_argument("--hidden", type=_widths, default=(16,), metavar="H[,H...]",
@@ -90,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--comm", choices=["halo", "broadcast"], default="halo",
                        help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
                             "1D algorithm, for comparison (default: halo, only the rows Â needs)")
+    train.add_argument("--halo-dtype", choices=["float32", "bfloat16", "float16"],
+                       help="send halo rows (forward) and halo partial products (backward) in this dtype, "
+                            "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
+                            "rounding of what crosses ranks (default: --dtype, no conversion)")
     train.add_argument("--threads", type=_positive_int,
                        help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
                             "Slurm, else the node's cores divided by the ranks on the node")
@@ -149,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
+    add_vertex_order_option(part, "", "rcm")
     part.set_defaults(handler=_run_partition)
 
     stats = commands.add_parser("stats", help="communication metrics of a partition directory")
@@ -185,7 +200,7 @@ def _run_partition(args: argparse.Namespace) -> int:
                     partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
                     force=args.force, quiet=args.quiet, verbose=args.verbose, sampler=sampler_spec(args),
                     shp={"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta,
-                         "shp_samples": args.shp_samples})
+                         "shp_samples": args.shp_samples}, vertex_order=args.vertex_order)
     from partition.stats_command import print_stats
 
     if not args.quiet:

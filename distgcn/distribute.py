@@ -67,7 +67,8 @@ def load_own_shard(transport: Transport, directory: str | Path) -> Shard:
 
 
 def build_and_scatter(
-    transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03
+    transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03,
+    vertex_order: str = "rcm",
 ) -> Shard:
     """Rank 0 loads and partitions the graph, then sends every rank its shard."""
     from partition.models import compute_parts
@@ -79,10 +80,11 @@ def build_and_scatter(
         parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed)
         return graph, a_hat, parts
 
-    return scatter_shards(transport, agree(transport, load_on_root))
+    return scatter_shards(transport, agree(transport, load_on_root), vertex_order)
 
 
-def scatter_shards(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None) -> Shard:
+def scatter_shards(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None,
+                   vertex_order: str = "rcm") -> Shard:
     """Rank 0 cuts its (graph, Â, part vector) into shards and sends each rank its own; others pass None."""
     from partition.shards import iter_shards, partition_id
 
@@ -91,7 +93,7 @@ def scatter_shards(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, n
         graph, a_hat, parts = prepared
         pid = partition_id(graph.fingerprint(), parts, transport.size)
         own = None
-        for shard in iter_shards(graph, a_hat, parts, transport.size, pid):
+        for shard in iter_shards(graph, a_hat, parts, transport.size, pid, vertex_order):
             if shard.rank == 0:
                 own = shard
             else:

@@ -58,6 +58,21 @@ def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.n
     return lanes >= np.uint16(min(65535, round(p * 65536)))
 
 
+def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
+    """:func:`keyed_keep_mask` at the entries (entry_rows[k], entry_cols[k]) of a ``width``-column matrix only.
+
+    Same counter, same 16-bit lane: a sparse input drops exactly the stored
+    entries that the dense mask drops.
+    """
+    groups = (width + 3) // 4
+    cols = np.asarray(entry_cols, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        counter = (np.asarray(entry_rows, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * _GOLDEN
+                   + (cols >> np.uint64(2)))
+    lanes = _mix_inplace(counter) >> ((cols & np.uint64(3)) * np.uint64(16))
+    return (lanes & np.uint64(0xFFFF)) >= np.uint64(min(65535, round(p * 65536)))
+
+
 def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
     """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask.
 

@@ -19,12 +19,25 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import InputError
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
+SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
+"""jobs/ of a source checkout (editable install)."""
+INSTALLED_TEMPLATES = Path(sys.prefix) / "share" / "distgcn" / "jobs"
+"""Where ``pip install`` puts the same files (pyproject.toml's data-files)."""
+
+
+def default_templates() -> Path:
+    """$DISTGCN_JOBS_DIR, else the checkout's jobs/, else the installed copy."""
+    if "DISTGCN_JOBS_DIR" in os.environ:
+        return Path(os.environ["DISTGCN_JOBS_DIR"])
+    return SOURCE_TEMPLATES if SOURCE_TEMPLATES.is_dir() else INSTALLED_TEMPLATES
+
+
 # the variables this command sets; any left in the caller's environment would leak into the jobs
 MANAGED = ("DISTGCN_DIR", "DISTGCN_GRAPH", "DISTGCN_PARTS", "DISTGCN_OUT", "DISTGCN_MODEL",
            "DISTGCN_PARTITION_ARGS", "DISTGCN_TRAIN_ARGS", "DISTGCN_METRICS", "DISTGCN_RESULTS")
@@ -103,14 +116,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                              "--sbatch-args='--account=A --qos=normal'")
     parser.add_argument("--requeue", action="store_true",
                         help="let Slurm requeue the training job after a node failure or preemption")
-    parser.add_argument("--templates", type=Path, default=Path(os.environ.get("DISTGCN_JOBS_DIR", TEMPLATES)),
+    parser.add_argument("--templates", type=Path, default=None,
                         metavar="DIR", help="directory of the .sbatch templates (default: $DISTGCN_JOBS_DIR, "
-                                            "else the jobs/ folder beside this package)")
+                                            "else jobs/ of the source checkout, else the copy installed in "
+                                            "PREFIX/share/distgcn/jobs)")
     parser.add_argument("--dry-run", action="store_true", help="print the sbatch commands, submit nothing")
 
 
 def _template(args: argparse.Namespace, name: str) -> Path:
-    path = args.templates / name
+    path = (args.templates or default_templates()) / name
     if not path.is_file():
         raise InputError("job template not found (give --templates DIR or set DISTGCN_JOBS_DIR)", path=path)
     return path.resolve()

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .dropout import dropout_key, keyed_dropout
+from .sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
 
@@ -47,27 +48,35 @@ class GCN(nn.Module):
         self.weights = nn.ParameterList(nn.Parameter(w) for w in glorot_weights(widths, seed, dtype))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
-    def forward(self, x: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray, epoch: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray, epoch: int) -> torch.Tensor:
         return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
 
-    def layer_outputs(self, x: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray,
+    def layer_outputs(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
                       epoch: int) -> list[torch.Tensor]:
         """Each layer's output (hidden layers after ReLU, then the logits): embeddings come from here."""
         outputs = []
         h = x
         last = len(self.weights) - 1
         for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            if self.training:
-                h = keyed_dropout(h, row_ids, self.dropout, dropout_key(self.seed, epoch, layer))
-            # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
-            if layer == 0 and self.first_layer == "cached":
-                h = h @ weight
-            elif weight.shape[1] < weight.shape[0]:
-                h = aggregate(h @ weight)
-            else:
-                h = aggregate(h) @ weight
-            h = h + bias
+            p = self.dropout if self.training else 0.0
+            h = self._propagate(layer, h, weight, aggregate, row_ids, p, dropout_key(self.seed, epoch, layer)) + bias
             if layer != last:
                 h = torch.relu(h)
             outputs.append(h)
         return outputs
+
+    def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, aggregate: Aggregate,
+                   row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+        """Â · dropout(H) · W in the cheaper order; a cached layer 0 (H = Â·X already) skips Â."""
+        local = layer == 0 and self.first_layer == "cached"
+        if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
+            h = h.matmul(weight, p, key)
+            return h if local else aggregate(h)
+        if p > 0.0:
+            h = keyed_dropout(h, row_ids, p, key)
+        if local:
+            return h @ weight
+        # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
+        if weight.shape[1] < weight.shape[0]:
+            return aggregate(h @ weight)
+        return aggregate(h) @ weight

@@ -40,7 +40,7 @@ class Shard:
     graph_fingerprint: str
     """The graph's :meth:`~distgcn.graph.Graph.fingerprint`, so a checkpoint can name a wrong graph as such."""
     global_ids: np.ndarray
-    """int64 [n_owned]: global vertex id of each owned row, increasing."""
+    """int64 [n_owned]: global vertex id of each owned row, in local row order (not sorted: see partition/shards.py)."""
     halo_global_ids: np.ndarray
     """int64 [n_halo]: global id of each halo row, grouped by sender."""
     owned_block: sp.csr_matrix

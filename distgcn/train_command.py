@@ -21,7 +21,7 @@ from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import check_output_path, open_output
 from .spmm import choose_kernel
-from .minibatch import DISTRIBUTED_SAMPLERS, MinibatchConfig, MinibatchTrainer
+from .minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
 from .sampling.cli_options import sampler_spec
 from .trainer import TrainConfig, Trainer, TrainingDiverged
 
@@ -34,7 +34,8 @@ def _config(args: argparse.Namespace) -> TrainConfig:
                          f"got {len(args.hidden)}")
     return TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
-                       seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm)
+                       seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
+                       halo_dtype=args.halo_dtype)
 
 
 def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
@@ -44,18 +45,21 @@ def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
         if args.batches_per_epoch is not None:
             raise InputError("--batches-per-epoch needs --sampler")
         return None
-    if spec.name not in DISTRIBUTED_SAMPLERS:
-        raise InputError(f"--sampler {spec.name}: minibatch train supports {' and '.join(DISTRIBUTED_SAMPLERS)} "
-                         "only (walks that cross ranks are not implemented; docs/minibatch.md)")
+    if args.halo_dtype is not None:
+        raise InputError("--halo-dtype applies to full-batch training only: minibatch steps (--sampler) "
+                         "exchange in the training dtype")
+    options = sampler_options(spec.name, spec.batch_size, spec.options)
     if args.norm_samples < 0:
         raise InputError(f"--norm-samples: expected an integer >= 0, got {args.norm_samples}")
-    return MinibatchConfig(spec.name, spec.batch_size, args.batches_per_epoch, args.norm_samples)
+    return MinibatchConfig(spec.name, spec.batch_size, args.batches_per_epoch, args.norm_samples, options)
 
 
 def run_train(args: argparse.Namespace) -> int:
     minibatch = _minibatch(args)
     if (args.partition_dir is None) == (args.graph is None):
         raise InputError("train needs exactly one of DIR (a partition directory) or --graph GRAPH")
+    if args.vertex_order is not None and args.partition_dir is not None:
+        raise InputError("--vertex-order applies to --graph; the shards in DIR keep the order they were written with")
     if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
         raise InputError("--resume and --checkpoint-every need --checkpoint-dir D")
     config = _config(args)
@@ -89,7 +93,8 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
         options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
                                classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
         with progress.phase(f"partitioning on rank 0 ({args.partition}) and sending shards"):
-            shard = build_and_scatter(transport, options, args.partition, args.seed)
+            shard = build_and_scatter(transport, options, args.partition, args.seed,
+                                      vertex_order=args.vertex_order or "rcm")
 
     if args.save_weights:  # a bad path must fail now, not after the training it would have saved
         agree(transport, lambda: check_output_path(Path(args.save_weights)) if root else None)
@@ -177,8 +182,8 @@ def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport,
             "partition_dir": args.partition_dir, "graph": graph, "layers": config.layers,
             "widths": config.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": config.dtype,
             "epochs": config.epochs, "seed": config.seed, "first_layer": config.first_layer,
-            "comm": config.comm, "threads": threads, "spmm_kernel": kernel,
-            "backend": transport.backend, "distgcn_version": distgcn_version}
+            "comm": config.comm, "halo_dtype": config.halo_dtype or config.dtype, "threads": threads,
+            "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
 
 
 def _check_memory(shard, config: TrainConfig, transport) -> None:

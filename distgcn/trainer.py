@@ -24,9 +24,10 @@ from .counters import CommCounters
 from .faults import maybe_fail
 from .gradsync import GradientSync
 from .memory import model_widths
-from .halo import HaloExchanger, HaloPlan
+from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
 from .model import GCN
 from .shard import Shard
+from .sparse_input import SparseRows, sparse_pays_off
 from .spmm import DistributedAdjacency, spmm
 from .transport import Transport
 
@@ -46,9 +47,11 @@ class TrainConfig:
     seed: int = 0
     dtype: str = "float32"
     first_layer: str = "exact"
+    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
     comm: str = "halo"
     """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
-    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
+    halo_dtype: str | None = None
+    """What halo rows travel as (a key of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
 
     def widths(self, num_features: int, num_classes: int) -> list[int]:
         return model_widths(num_features, num_classes, self.layers, self.hidden)
@@ -85,9 +88,10 @@ class Trainer:
         else:
             plan, halo_block = HaloPlan.from_shard(shard, device), shard.halo_block
         total_sent = transport.allreduce([plan.rows_sent])[0]
-        exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0)
+        exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
+                                  wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
         self.adjacency = DistributedAdjacency(shard.owned_block, halo_block, exchanger, dtype, kernel)
-        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
+        features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
             name: torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
@@ -97,10 +101,10 @@ class Trainer:
         self.global_counts = dict(zip(self.masks, (int(c) for c in counts)))
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
-        num_features = int(transport.allreduce([self.features.shape[1]], op="max")[0])
+        num_features = int(transport.allreduce([features.shape[1]], op="max")[0])
         self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed,
                          dtype, config.first_layer).to(device)
-        self.inputs = self._model_inputs()
+        self.inputs = self._model_inputs(features)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
         self.completed_epochs = 0
@@ -110,13 +114,22 @@ class Trainer:
         return spmm(self.adjacency, h)
 
     @torch.no_grad()
-    def _model_inputs(self) -> torch.Tensor:
-        """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached."""
-        if self.config.first_layer != "cached":
-            return self.features
-        aggregated = self._aggregate(self.features)
-        self.counters.reset()  # a setup cost, not an epoch's traffic
-        return aggregated
+    def _model_inputs(self, features: torch.Tensor) -> torch.Tensor | SparseRows:
+        """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached.
+
+        Kept as sparse rows on the CPU when that is cheaper (:mod:`distgcn.sparse_input`); every rank
+        decides alike from global counts, so all ranks take the same code path.
+        """
+        if self.config.first_layer == "cached":
+            features = self._aggregate(features)
+            self.counters.reset()  # a setup cost, not an epoch's traffic
+        if features.device.type != "cpu":
+            return features
+        out_width = self.model.widths[1]
+        nonzeros, entries = self.transport.allreduce([int(torch.count_nonzero(features)), features.numel()])
+        if not sparse_pays_off(int(nonzeros), int(entries), self.model.widths[0], out_width):
+            return features
+        return SparseRows(features.numpy(), self.shard.global_ids, features.dtype)
 
     def _forward(self, epoch: int) -> torch.Tensor:
         return self.model(self.inputs, self._aggregate, self.shard.global_ids, epoch)
@@ -202,7 +215,9 @@ class Trainer:
                            "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
                            "dtype": c.dtype,
                            # only when not the default, so that checkpoints written before the option still match
-                           **({"first_layer": c.first_layer} if c.first_layer != "exact" else {})}, sort_keys=True)
+                           **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
+                           **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {})},
+                          sort_keys=True)
 
     def state_dict(self) -> dict:
         """What a checkpoint holds: identical on every rank, since the weights are replicated."""

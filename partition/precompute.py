@@ -43,11 +43,13 @@ META_VERSION = 1
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
-                    verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None) -> dict:
+                    verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None,
+                    vertex_order: str = "rcm") -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
-    ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`).
+    ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
+    ``vertex_order`` numbers each shard's rows (:func:`partition.shards.local_orders`).
     """
     out = check_output(out, force)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
@@ -63,7 +65,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
                      f"imbalance {metrics['imbalance']:.3f}")
-    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress)
+    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress, vertex_order)
 
 
 def graph_source(options: GraphOptions) -> dict:
@@ -84,7 +86,7 @@ def check_output(out: str | Path, force: bool) -> Path:
 
 
 def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
-                   source: dict, progress: Progress) -> dict:
+                   source: dict, progress: Progress, vertex_order: str = "rcm") -> dict:
     """Write the directory of a graph already partitioned and measured; return its meta.json contents.
 
     ``source`` says how the graph was read (``spec``, ``symmetrize``, ``feature_norm``,
@@ -102,7 +104,7 @@ def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndar
         np.save(staging / "parts.npy", parts.astype(np.int64))
         shards = []
         with progress.phase("writing shards", total=nparts) as phase:
-            for shard in iter_shards(graph, a_hat, parts, nparts, pid):
+            for shard in iter_shards(graph, a_hat, parts, nparts, pid, vertex_order):
                 name = shard_filename(shard.rank)
                 checksum = shard.save(staging / name)
                 shards.append({"rank": shard.rank, "file": name, "sha256": checksum,
@@ -126,6 +128,7 @@ def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndar
                 "random_features_seed": source["random_features_seed"],
             },
             "parts": nparts,
+            "vertex_order": vertex_order,
             "model": info.get("model"),
             "partitioner": info.get("partitioner"),
             "preset": info.get("preset"),

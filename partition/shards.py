@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from distgcn.graph import Graph
 from distgcn.shard import Shard
@@ -27,17 +28,47 @@ def partition_id(graph_fingerprint: str, parts: np.ndarray, nparts: int) -> str:
     return h.hexdigest()[:32]
 
 
-def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str) -> Iterator[Shard]:
+VERTEX_ORDERS = ("rcm", "natural")
+"""How a shard numbers its own rows: reverse Cuthill-McKee of its owned block, or by global id."""
+
+
+def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_order: str) -> np.ndarray:
+    """All vertices grouped by part (part 0's first), each part's vertices in their local row order.
+
+    ``rcm`` renumbers a part's rows by reverse Cuthill-McKee on its owned block
+    (pattern of B + Bᵀ): neighbours get nearby numbers, so the rows of H that
+    one row of Â reads lie close in memory. On a randomly numbered R-MAT graph
+    this made the local SpMM up to 1.6x faster (docs/performance.md).
+    """
+    if vertex_order not in VERTEX_ORDERS:
+        raise ValueError(f"vertex order: expected one of {', '.join(VERTEX_ORDERS)}, got {vertex_order!r}")
+    order = np.argsort(parts, kind="stable")
+    if vertex_order == "natural":
+        return order
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(parts, minlength=nparts))))
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        if stop - start < 3:
+            continue
+        owned = order[start:stop]
+        block = a_hat[owned][:, owned]
+        pattern = (abs(block) + abs(block.T)).tocsr()
+        order[start:stop] = owned[reverse_cuthill_mckee(pattern, symmetric_mode=True)]
+    return order
+
+
+def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
+                vertex_order: str = "rcm") -> Iterator[Shard]:
     """Yield the shard of each rank in rank order.
 
     One pass over the nonzeros finds every (receiver, needed row) pair (the
     same pairs the partition metrics count); each rank's blocks and plan are
-    then slices of sorted arrays, so the work is O(nnz log nnz + n + P).
+    then slices of sorted arrays, so the work is O(nnz log nnz + n + P), plus
+    the local ordering (:func:`local_orders`).
     """
     n = a_hat.shape[0]
     parts = np.asarray(parts, dtype=np.int64)
     # Position of every vertex inside its own part (its local row index there).
-    order = np.argsort(parts, kind="stable")
+    order = local_orders(a_hat, parts, nparts, vertex_order)
     part_sizes = np.bincount(parts, minlength=nparts)
     part_starts = np.concatenate(([0], np.cumsum(part_sizes)))
     local_index = np.empty(n, dtype=np.int64)

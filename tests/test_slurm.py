@@ -35,6 +35,16 @@ def test_the_four_templates_are_there() -> None:
     assert {"partition.sbatch", "train-cpu.sbatch", "train-gpu.sbatch", "scaling.sbatch"} <= set(TEMPLATES)
 
 
+def test_jobs_finds_the_templates_without_a_checkout_path(monkeypatch) -> None:
+    """`pip install .` ships jobs/ to PREFIX/share/distgcn/jobs; an editable install reads the checkout's."""
+    from distgcn.jobs_command import default_templates
+
+    monkeypatch.delenv("DISTGCN_JOBS_DIR", raising=False)
+    found = default_templates()
+    for name in TEMPLATES:
+        assert (found / name).read_bytes() == (JOBS / name).read_bytes(), found / name
+
+
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_template_is_valid_bash_and_documents_every_variable(name: str) -> None:
     path = JOBS / name
