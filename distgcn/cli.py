@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
     add_vertex_order_option(part, "", "rcm")
+    part.add_argument("--vertex-weight", choices=["nonzeros", "work"], default="nonzeros",
+                      help="what the graph, hypergraph and stochastic models balance: each row's nonzeros (the "
+                           "SpMM's work, as the paper) or work (nonzeros plus the mean row's nonzeros, which also "
+                           "counts per-row dense work; better on skewed graphs) (default: nonzeros)")
     part.set_defaults(handler=_run_partition)
 
     stats = commands.add_parser("stats", help="communication metrics of a partition directory")
@@ -200,7 +204,8 @@ def _run_partition(args: argparse.Namespace) -> int:
                     partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
                     force=args.force, quiet=args.quiet, verbose=args.verbose, sampler=sampler_spec(args),
                     shp={"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta,
-                         "shp_samples": args.shp_samples}, vertex_order=args.vertex_order)
+                         "shp_samples": args.shp_samples}, vertex_order=args.vertex_order,
+                    vertex_weight=args.vertex_weight)
     from partition.stats_command import print_stats
 
     if not args.quiet:

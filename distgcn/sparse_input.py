@@ -30,7 +30,7 @@ def sparse_pays_off(nonzeros: int, entries: int, in_width: int, out_width: int) 
 class SparseRows:
     """X as CSR on the CPU, with the transpose's entry order precomputed for the weight gradient."""
 
-    def __init__(self, features: np.ndarray, row_ids: np.ndarray, dtype: torch.dtype):
+    def __init__(self, features: np.ndarray | sp.csr_matrix, row_ids: np.ndarray, dtype: torch.dtype):
         matrix = sp.csr_matrix(features)
         matrix.sort_indices()
         numpy_dtype = torch.empty((), dtype=dtype).numpy().dtype
@@ -38,7 +38,8 @@ class SparseRows:
         self.shape = matrix.shape
         self.indptr, self.indices = matrix.indptr, matrix.indices
         self.values = np.asarray(matrix.data, dtype=numpy_dtype)
-        self.entry_rows = np.repeat(np.asarray(row_ids, dtype=np.int64), np.diff(matrix.indptr))
+        self.row_ids = np.asarray(row_ids, dtype=np.int64)
+        self.entry_rows = np.repeat(self.row_ids, np.diff(matrix.indptr))
         """Global row id of each stored entry: the dropout counter's row."""
         transpose = sp.csr_matrix((np.arange(matrix.nnz, dtype=np.int64), self.indices, self.indptr),
                                   shape=self.shape).T.tocsr()
@@ -61,9 +62,10 @@ class SparseRows:
         """dropout(X) · W, differentiable in W."""
         return _SparseTimesDense.apply(weight, self, self.dropped_values(p, key))
 
-    def to_dense(self) -> torch.Tensor:
+    def take(self, rows: np.ndarray) -> SparseRows:
+        """The rows ``rows`` (local indices), e.g. a minibatch's."""
         matrix = sp.csr_matrix((self.values, self.indices, self.indptr), shape=self.shape)
-        return torch.from_numpy(matrix.toarray())
+        return SparseRows(matrix[rows], self.row_ids[rows], self.dtype)
 
 
 class _SparseTimesDense(torch.autograd.Function):

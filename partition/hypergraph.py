@@ -22,6 +22,8 @@ import scipy.sparse as sp
 
 from distgcn.errors import InputError
 
+from .weights import vertex_weights
+
 __all__ = [
     "MTKAHYPAR_PRESETS",
     "KAHYPAR_PRESETS",
@@ -94,9 +96,8 @@ def column_net(a_hat: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pattern = sp.csr_matrix((np.ones(a.nnz, dtype=np.int8), a.indices, a.indptr), shape=a.shape)
     csc = pattern.tocsc()
     csc.sort_indices()
-    weights = np.maximum(np.diff(a.indptr), 1).astype(np.int64)
     assert csc.indptr.shape[0] == n + 1
-    return csc.indptr, csc.indices, weights
+    return csc.indptr, csc.indices, vertex_weights(a)
 
 
 def _check_args(a_hat: sp.spmatrix, nparts: int, epsilon: float) -> int:
@@ -227,10 +228,12 @@ def hypergraph_parts(
     threads: int | None = None,
     vcycles: int | None = None,
     return_info: bool = False,
+    vertex_weight: str = "nonzeros",
 ):
     """Partition the rows of ``a_hat`` minimising km1 of the column-net hypergraph.
 
-    ``epsilon`` bounds every part's weight (nonzeros of its rows) by
+    ``epsilon`` bounds every part's weight (:func:`partition.weights.vertex_weights`
+    of its rows under ``vertex_weight``; default: their nonzeros) by
     ``(1 + epsilon) * ceil(total / nparts)`` -- the guarantee both tools give.
     ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
     highest_quality, deterministic, deterministic_quality, large_k;
@@ -249,6 +252,8 @@ def hypergraph_parts(
         info = {"partitioner": partitioner, "preset": preset, "objective": "km1", "threads": 0, "km1_reported": 0}
     else:
         indptr, pins, weights = column_net(a_hat)
+        if vertex_weight != "nonzeros":
+            weights = vertex_weights(a_hat, vertex_weight)
         parts, info = partition_nets(indptr, pins, weights, nparts, epsilon=epsilon, seed=seed,
                                      partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles)
     return (parts, info) if return_info else parts

@@ -28,6 +28,7 @@ from distgcn.errors import InputError
 
 from .external import external_parts
 from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
+from .weights import vertex_weights
 
 if TYPE_CHECKING:
     from distgcn.sampling.cli_options import SamplerSpec
@@ -107,11 +108,12 @@ def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
     return sym
 
 
-def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0) -> np.ndarray:
+def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0,
+                vertex_weight: str = "nonzeros") -> np.ndarray:
     """METIS k-way edge-cut partition of the undirected graph of ``a_hat``.
 
-    Vertex weight = nonzeros of the row of Â (the work of the row in the SpMM),
-    unit edge costs; METIS' ``ufactor = int(1000 * epsilon)`` bounds every
+    Vertex weights: :func:`partition.weights.vertex_weights` (default: nonzeros
+    of the row of Â, the work of the row in the SpMM), unit edge costs; METIS' ``ufactor = int(1000 * epsilon)`` bounds every
     part's weight by about ``(1 + epsilon)`` times the average.
     """
     n = _check_matrix(a_hat)
@@ -126,7 +128,7 @@ def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: in
     xadj = sym.indptr.astype(idx, copy=False)
     adjncy = sym.indices.astype(idx, copy=False)
     del sym
-    vweights = np.maximum(np.diff(a_hat.tocsr().indptr), 1).astype(idx)
+    vweights = vertex_weights(a_hat, vertex_weight).astype(idx)
     ufactor = max(1, int(round(epsilon * 1000)))
     options = pymetis.Options(seed=int(seed), ufactor=ufactor)
     # k-way for every k: its ufactor is the documented bound on the final
@@ -174,6 +176,7 @@ def compute_parts(
     vcycles: int | None = None,
     sampler: SamplerSpec | None = None,
     shp: dict | None = None,
+    vertex_weight: str = "nonzeros",
 ) -> tuple[np.ndarray, dict]:
     """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
 
@@ -183,6 +186,8 @@ def compute_parts(
     :func:`partition.hypergraph.hypergraph_parts`). The stochastic model needs
     ``sampler`` (a :class:`distgcn.sampling.cli_options.SamplerSpec`) and takes
     ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
+    ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
+    (:func:`partition.weights.vertex_weights`).
     """
     n = _check_matrix(a_hat)
     model = (model or "").lower()
@@ -190,6 +195,8 @@ def compute_parts(
     if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
         what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
         raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
+    if vertex_weight != "nonzeros" and model not in ("graph", "hypergraph", "stochastic"):
+        raise InputError(f"--vertex-weight: the {model or 'unnamed'} model balances vertex counts, not weights")
     info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
                   "partitioner": None, "preset": None}
     versions = {"numpy": np.__version__, "scipy": _version("scipy")}
@@ -205,8 +212,9 @@ def compute_parts(
             raise InputError(f"the graph model uses METIS; partitioner '{partitioner}' is not available")
         if preset is not None:
             raise InputError("the graph model (METIS) has no presets")
-        parts = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed)
+        parts = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed, vertex_weight=vertex_weight)
         info.update(epsilon=float(epsilon), seed=int(seed), partitioner="metis", objective="cut",
+                    vertex_weight=vertex_weight,
                     ufactor=max(1, int(round(epsilon * 1000))))
         versions["pymetis"] = _version("pymetis")
     elif model == "hypergraph":
@@ -214,8 +222,9 @@ def compute_parts(
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
         parts, extra = hypergraph_parts(a_hat, nparts, epsilon=epsilon, seed=seed,
                                         partitioner=partitioner, preset=preset,
-                                        threads=threads, vcycles=vcycles, return_info=True)
-        info.update(epsilon=float(epsilon), seed=int(seed))
+                                        threads=threads, vcycles=vcycles, return_info=True,
+                                        vertex_weight=vertex_weight)
+        info.update(epsilon=float(epsilon), seed=int(seed), vertex_weight=vertex_weight)
         extra = dict(extra)
         tool_version = extra.pop("version", None)
         info.update(extra)
@@ -233,8 +242,9 @@ def compute_parts(
 
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
         parts, extra = stochastic_parts(a_hat, nparts, sampler, **(shp or {}), epsilon=epsilon, seed=seed,
-                                        partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles)
-        info.update(epsilon=float(epsilon), seed=int(seed), sampler=sampler.as_dict())
+                                        partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles,
+                                        vertex_weight=vertex_weight)
+        info.update(epsilon=float(epsilon), seed=int(seed), sampler=sampler.as_dict(), vertex_weight=vertex_weight)
         extra = dict(extra)
         tool_version = extra.pop("version", None)
         info.update(extra)

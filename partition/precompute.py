@@ -44,12 +44,13 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
                     verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_order: str = "rcm") -> dict:
+                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros") -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
-    ``vertex_order`` numbers each shard's rows (:func:`partition.shards.local_orders`).
+    ``vertex_order`` numbers each shard's rows (:func:`partition.shards.local_orders`);
+    ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
     """
     out = check_output(out, force)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
@@ -58,7 +59,8 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
         parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                    preset=preset, parts_file=parts_file, sampler=sampler, shp=shp)
+                                    preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
+                                    vertex_weight=vertex_weight)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
     with progress.phase("measuring communication") as phase:

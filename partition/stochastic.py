@@ -35,6 +35,7 @@ from distgcn.sampling import Sampler, Subgraph
 from distgcn.sampling.cli_options import SamplerSpec
 
 from .hypergraph import partition_nets
+from .weights import vertex_weights
 
 __all__ = ["DEFAULT_SHP_EPSILON", "DEFAULT_SHP_DELTA", "hoeffding_nets", "SampledNets", "subgraph_nets",
            "sample_nets", "merge_identical_nets", "stochastic_parts"]
@@ -151,19 +152,11 @@ def merge_identical_nets(indptr: np.ndarray, pins: np.ndarray) -> tuple[np.ndarr
     return new_indptr, pins[is_rep[net_of_pin]], weights
 
 
-def _row_weights(a_hat: sp.spmatrix) -> np.ndarray:
-    """Nonzeros per row of Â, at least 1: the full-batch models' vertex weights."""
-    a = a_hat.tocsr()
-    if a.nnz and not np.all(a.data != 0):
-        a = a.copy()
-        a.eliminate_zeros()
-    return np.maximum(np.diff(a.indptr), 1).astype(np.int64)
-
-
 def stochastic_parts(a_hat: sp.spmatrix, nparts: int, spec: SamplerSpec, *, shp_epsilon: float | None = None,
                      shp_delta: float | None = None, shp_samples: int | None = None, epsilon: float = 0.03,
                      seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-                     threads: int | None = None, vcycles: int | None = None) -> tuple[np.ndarray, dict]:
+                     threads: int | None = None, vcycles: int | None = None,
+                     vertex_weight: str = "nonzeros") -> tuple[np.ndarray, dict]:
     """Partition Â's rows by the stochastic hypergraph of ``spec``'s minibatches; return (parts, info).
 
     Subgraphs are drawn from ``numpy.random.default_rng(seed)``; ``shp_samples``
@@ -192,8 +185,8 @@ def stochastic_parts(a_hat: sp.spmatrix, nparts: int, spec: SamplerSpec, *, shp_
         raise InputError(f"none of the {nets.samples} sampled subgraphs has an edge between two sampled vertices, "
                          "so no partition communicates less than another; raise --batch-size or --shp-samples")
     t1 = time.perf_counter()
-    parts, info = partition_nets(nets.indptr, nets.pins, _row_weights(a_hat), nparts, net_weights=nets.net_weights,
-                                 epsilon=epsilon, seed=seed, partitioner=partitioner, preset=preset,
+    parts, info = partition_nets(nets.indptr, nets.pins, vertex_weights(a_hat, vertex_weight), nparts,
+                                 net_weights=nets.net_weights, epsilon=epsilon, seed=seed, partitioner=partitioner, preset=preset,
                                  threads=threads, vcycles=vcycles)
     shp["partitioner_s"] = time.perf_counter() - t1
     info["shp"] = shp

@@ -315,3 +315,27 @@ def test_compute_parts_unknown_and_incomplete(grid_hat):
         compute_parts("spectral", grid_hat, 2)
     with pytest.raises(InputError, match="METIS"):
         compute_parts("graph", grid_hat, 2, partitioner="kahypar")
+
+
+def test_work_weights_add_the_mean_row_and_the_partition_balances_them() -> None:
+    from partition.weights import vertex_weights
+
+    a = sp.csr_matrix(np.array([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=float))
+    a.data[0] = 0.0  # an explicit zero is not a nonzero
+    np.testing.assert_array_equal(vertex_weights(a), [3, 2, 2, 1])
+    np.testing.assert_array_equal(vertex_weights(a, "work"), [5, 4, 4, 3])  # + ceil(mean 2.0)
+    with pytest.raises(InputError, match="vertex weight: expected one of nonzeros, work"):
+        vertex_weights(a, "rows")
+    # The partitioner balances the weights asked for (hub row: 60 nonzeros, the others ~4).
+    hub = sp.csr_matrix(np.vstack([np.ones((1, 60)), sp.random(59, 60, density=0.05, random_state=0).toarray()]))
+    for scheme in ("nonzeros", "work"):
+        parts = graph_parts(hub + sp.identity(60), 2, epsilon=0.05, seed=0, vertex_weight=scheme)
+        weights = vertex_weights(hub + sp.identity(60), scheme)
+        assert np.bincount(parts, weights=weights).max() <= 1.05 * weights.sum() / 2 + weights.max()
+
+
+def test_vertex_weight_is_refused_where_the_model_has_none() -> None:
+    from partition.models import compute_parts
+
+    with pytest.raises(InputError, match="--vertex-weight: the random model balances vertex counts"):
+        compute_parts("random", sp.identity(10, format="csr"), 2, vertex_weight="work")

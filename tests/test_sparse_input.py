@@ -55,3 +55,14 @@ def test_chosen_only_when_sparse_and_wider_than_the_output() -> None:
     assert not sparse_pays_off(nonzeros=50, entries=100, in_width=1433, out_width=16)  # dense
     assert not sparse_pays_off(nonzeros=1, entries=100, in_width=16, out_width=64)  # Â·X first: width 16 is cheaper
     assert not sparse_pays_off(nonzeros=0, entries=0, in_width=8, out_width=4)
+
+
+def test_a_minibatch_of_rows_drops_what_the_whole_matrix_drops() -> None:
+    rng = np.random.default_rng(3)
+    x = sp.random(40, 20, density=0.2, format="csr", random_state=4).toarray()
+    ids = rng.permutation(100)[:40]
+    rows = np.array([3, 0, 17, 39, 8])
+    w = torch.from_numpy(rng.standard_normal((20, 4)))
+    whole = SparseRows(x, ids, torch.float64).matmul(w, 0.5, 7)
+    batch = SparseRows(x, ids, torch.float64).take(rows).matmul(w, 0.5, 7)
+    torch.testing.assert_close(batch, whole[rows], rtol=1e-12, atol=1e-12)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from ..faults import maybe_fail
 from ..halo import HaloExchanger
 from ..shard import Shard
+from ..sparse_input import SparseRows
 from ..spmm import DistributedAdjacency, spmm
 from ..trainer import DTYPES, Trainer, TrainConfig
 from ..transport import Transport
@@ -51,10 +52,6 @@ class MinibatchTrainer(Trainer):
         super().__init__(shard, transport, config, kernel)
         self.minibatch = minibatch
         self.kernel = kernel
-        self.features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(transport.device,
-                                                                                 DTYPES[config.dtype])
-        """Dense X (no copy when the shard's dtype matches): batches gather rows of it, whatever form the
-        full-graph evaluation keeps its input in."""
         self.sampler = make_distributed_sampler(minibatch.sampler, shard, transport, minibatch.batch_size,
                                                 minibatch.options)
         self.batches = minibatch.batches_per_epoch or max(1, math.ceil(shard.n_global / minibatch.batch_size))
@@ -88,16 +85,16 @@ class MinibatchTrainer(Trainer):
         targets = blocks.rows[train.cpu().numpy()]
         if self.normalization is not None:
             weights = self.normalization.loss_weights(targets, self.global_counts["train"])
-            scale = torch.from_numpy(weights).to(self.transport.device, self.features.dtype)
+            scale = torch.from_numpy(weights).to(self.transport.device, DTYPES[self.config.dtype])
         else:
             in_batch = self.transport.allreduce([int(targets.size)])[0]
-            scale = torch.full((targets.size,), 1.0 / max(in_batch, 1), dtype=self.features.dtype,
+            scale = torch.full((targets.size,), 1.0 / max(in_batch, 1), dtype=DTYPES[self.config.dtype],
                                device=self.transport.device)
         self.model.train()
         self.optimizer.zero_grad()
         step = (epoch - 1) * self.batches + batch + 1  # a distinct dropout mask per optimizer step
-        logits = self.model(self.features[rows], lambda h: spmm(adjacency, h), self.shard.global_ids[blocks.rows],
-                            step)
+        inputs = self.inputs.take(blocks.rows) if isinstance(self.inputs, SparseRows) else self.inputs[rows]
+        logits = self.model(inputs, lambda h: spmm(adjacency, h), self.shard.global_ids[blocks.rows], step)
         losses = F.cross_entropy(logits[train], self.labels[rows][train], reduction="none")
         loss = (losses * scale).sum()
         maybe_fail(self.transport.rank, epoch)
