@@ -217,6 +217,16 @@ CASES = [
     Case("argument-out-of-range", "--dropout 1.5",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--dropout", "1.5"],
          "--dropout: expected a probability in [0, 1)"),
+    Case("vertex-order-for-written-shards", "train DIR --vertex-order (the shards are already numbered)",
+         lambda d: ["train", str(partition(d, "p", 1)), "--epochs", "1", "--vertex-order", "natural"],
+         "--vertex-order applies to --graph"),
+    Case("vertex-weight-without-weights", "partition --model random --vertex-weight work",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--vertex-weight", "work", "--out", str(d / "out")],
+         "--vertex-weight: the random model balances vertex counts"),
+    Case("halo-dtype-with-minibatches", "train --sampler node --halo-dtype bfloat16",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--sampler", "node",
+                    "--batch-size", "2", "--halo-dtype", "bfloat16"], "--halo-dtype"),
 ]
 
 

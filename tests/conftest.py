@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,15 @@ def mpiexec() -> str:
     if exe is None:
         pytest.fail("mpiexec not found: install an MPI (pip install 'distgcn[mpich]')")
     return exe
+
+
+def run_mpi_script(script: str, ranks: int, out: Path, *args: str, timeout: float = 120) -> dict:
+    """Run tests/mpi_scripts/SCRIPT under mpiexec; it writes its JSON result to ``out``, returned here."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(ROOT / "tests" / "mpi_scripts" / script),
+                           str(out), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
 
 
 def run_distgcn(args: list[str], ranks: int = 1, timeout: float = 300, env: dict | None = None,

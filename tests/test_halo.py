@@ -6,14 +6,11 @@ part vector, independently of the shard builder and the runtime.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, mpiexec
+from conftest import ROOT, run_mpi_script
 
 
 def brute_force(adj_rows: list[list[int]], parts: list[int], nparts: int):
@@ -28,14 +25,8 @@ def brute_force(adj_rows: list[list[int]], parts: list[int], nparts: int):
 
 
 def run_check(tmp_path, ranks: int, n: int, edges: int, seed: int, mode: str, directed: bool, kernel: str) -> dict:
-    out = tmp_path / "result.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [mpiexec(), "-n", str(ranks), sys.executable, str(ROOT / "tests" / "mpi_scripts" / "spmm_check.py"),
-         str(out), str(n), str(edges), str(seed), mode, "1" if directed else "0", kernel],
-        capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(out.read_text())
+    return run_mpi_script("spmm_check.py", ranks, tmp_path / "result.json", str(n), str(edges), str(seed), mode,
+                          "1" if directed else "0", kernel)
 
 
 @pytest.mark.parametrize("ranks,mode,directed,kernel", [

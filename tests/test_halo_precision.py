@@ -10,7 +10,6 @@ checkpoint identity.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -19,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, run_distgcn, run_mpi_script
 
 from distgcn.cli import build_parser
 from distgcn.graph import normalized_adjacency
@@ -37,14 +36,8 @@ def rounded(values: np.ndarray, wire: str) -> np.ndarray:
 
 
 def run_check(tmp_path, ranks: int, n: int, edges: int, seed: int, mode: str, directed: bool, wire: str) -> dict:
-    out = tmp_path / "result.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [mpiexec(), "-n", str(ranks), sys.executable, str(ROOT / "tests" / "mpi_scripts" / "halo_precision_check.py"),
-         str(out), str(n), str(edges), str(seed), mode, "1" if directed else "0", wire],
-        capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(out.read_text())
+    return run_mpi_script("halo_precision_check.py", ranks, tmp_path / "result.json", str(n), str(edges), str(seed),
+                          mode, "1" if directed else "0", wire)
 
 
 @pytest.mark.parametrize("ranks,mode,directed,wire", [
