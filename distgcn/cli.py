@@ -107,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--threads", type=_positive_int,
                        help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
                             "Slurm, else the node's cores divided by the ranks on the node")
-    train.add_argument("--spmm-kernel", choices=["auto", "torch", "scipy"], default="auto",
-                       help="local sparse product: scipy on one thread, torch CSR on several or on a GPU "
-                            "(default: auto)")
+    train.add_argument("--spmm-kernel", choices=["auto", "torch", "scipy", "numba"], default="auto",
+                       help="local sparse product: auto = numba (our loop for products of 32 columns or more, "
+                            "scipy's CSR product below) on one thread, torch CSR on several or on a GPU "
+                            "(default: auto; measured in docs/performance.md)")
     train.add_argument("--backend", choices=["mpi", "gloo", "nccl"],
                        help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
                             "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "

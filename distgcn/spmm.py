@@ -17,29 +17,32 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from . import csr_kernel
 from .errors import InputError
 from .halo import HaloExchanger
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
 
-KERNELS = ("auto", "torch", "scipy")
+KERNELS = ("auto", "torch", "scipy", "numba")
 
 
 def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: scipy's CSR product on one thread, torch's (multi-threaded, or on a GPU) otherwise.
+    """``auto``: on one thread ``numba`` (our loop for products of 32 columns or more, scipy's
+    CSR product below); torch's (multi-threaded, or on a GPU) otherwise.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance-notes.md): on one
-    thread scipy was 1.2-1.7x faster than torch CSR; torch can use more threads.
+    Measured in benchmarks/spmm_kernels.py (docs/performance.md): on one thread
+    scipy was up to 1.8x faster than torch CSR, and our loop 1.3-1.9x faster
+    than scipy at 64 columns; torch can use more threads.
     """
     if kernel not in KERNELS:
         raise ValueError(f"unknown SpMM kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
     if device.type != "cpu":
-        if kernel == "scipy":
-            raise InputError(f"--spmm-kernel scipy runs on the CPU only; the tensors are on {device}")
+        if kernel in ("scipy", "numba"):
+            raise InputError(f"--spmm-kernel {kernel} runs on the CPU only; the tensors are on {device}")
         return "torch"
     if kernel == "auto":
-        return "scipy" if threads == 1 else "torch"
+        return "numba" if threads == 1 else "torch"
     return kernel
 
 
@@ -51,7 +54,7 @@ class SparseBlock:
         matrix.sort_indices()
         self.empty = matrix.nnz == 0
         self.kernel = kernel
-        if kernel == "scipy":
+        if kernel in ("scipy", "numba"):
             self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
         else:
             self.matrix = torch.sparse_csr_tensor(
@@ -66,7 +69,10 @@ class SparseBlock:
         """out += block @ dense."""
         if self.empty:
             return
-        if self.kernel == "scipy":
+        if self.kernel == "numba" and dense.shape[1] >= csr_kernel.MIN_WIDTH:
+            m = self.matrix
+            csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy())
+        elif self.kernel != "torch":
             out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
         else:
             out.add_(self.matrix @ dense)
