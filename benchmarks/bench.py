@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     for graph in args.graphs.split(","):
         jobs += [peer_job(graph, peer, args) for peer in filter(None, args.peers.split(","))]
         jobs += [distgcn_job(graph, int(p), model, name, flags, args)
-                 for p in filter(None, args.ranks.split(",")) for model in args.models.split(",")[:1 if p == "1" else None]
+                 for p in filter(None, args.ranks.split(","))
+                 for model in args.models.split(",")[:1 if p == "1" else None]
                  for name, flags in variants]  # at P = 1 every partition model is the same run
         jobs += [shards_job(graph, label, directory, name, flags, args)
                  for label, directory in args.partition_dir for name, flags in variants]

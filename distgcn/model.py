@@ -48,7 +48,8 @@ class GCN(nn.Module):
         self.weights = nn.ParameterList(nn.Parameter(w) for w in glorot_weights(widths, seed, dtype))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
-    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray, epoch: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
+                epoch: int) -> torch.Tensor:
         return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
 
     def layer_outputs(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,

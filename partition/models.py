@@ -113,8 +113,9 @@ def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: in
     """METIS k-way edge-cut partition of the undirected graph of ``a_hat``.
 
     Vertex weights: :func:`partition.weights.vertex_weights` (default: nonzeros
-    of the row of Â, the work of the row in the SpMM), unit edge costs; METIS' ``ufactor = int(1000 * epsilon)`` bounds every
-    part's weight by about ``(1 + epsilon)`` times the average.
+    of the row of Â, the work of the row in the SpMM), unit edge costs;
+    METIS' ``ufactor = int(1000 * epsilon)`` bounds every part's weight by
+    about ``(1 + epsilon)`` times the average.
     """
     n = _check_matrix(a_hat)
     _check_n_nparts(n, nparts)

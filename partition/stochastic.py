@@ -186,8 +186,8 @@ def stochastic_parts(a_hat: sp.spmatrix, nparts: int, spec: SamplerSpec, *, shp_
                          "so no partition communicates less than another; raise --batch-size or --shp-samples")
     t1 = time.perf_counter()
     parts, info = partition_nets(nets.indptr, nets.pins, vertex_weights(a_hat, vertex_weight), nparts,
-                                 net_weights=nets.net_weights, epsilon=epsilon, seed=seed, partitioner=partitioner, preset=preset,
-                                 threads=threads, vcycles=vcycles)
+                                 net_weights=nets.net_weights, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                                 preset=preset, threads=threads, vcycles=vcycles)
     shp["partitioner_s"] = time.perf_counter() - t1
     info["shp"] = shp
     return parts, info
