@@ -55,21 +55,24 @@ def run(cmd: list[str], timeout: float) -> None:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
+def train_flags(args) -> list[str]:
+    """The model and run flags every distgcn job of one invocation shares."""
+    return ["--layers", str(args.layers), "--hidden", args.hidden, "--dropout", str(args.dropout),
+            "--epochs", str(args.warmup + args.epochs), "--threads", str(args.threads), "--seed", str(args.seed),
+            "--quiet"]
+
+
 def distgcn_job(graph: str, ranks: int, model: str, variant: str, extra: list[str], args) -> dict:
     return {"kind": "distgcn", "graph": graph, "ranks": ranks, "model": model, "variant": variant,
-            "cmd": ["distgcn", "train", "--graph", *GRAPHS[graph], "--partition", model,
-                    "--layers", str(args.layers), "--hidden", args.hidden, "--dropout", str(args.dropout),
-                    "--epochs", str(args.warmup + args.epochs), "--threads", str(args.threads),
-                    "--seed", str(args.seed), "--quiet", *extra]}
+            "cmd": ["distgcn", "train", "--graph", *GRAPHS[graph], "--partition", model, *train_flags(args),
+                    *extra]}
 
 
 def shards_job(graph: str, label: str, directory: str, variant: str, extra: list[str], args) -> dict:
     """A run on a partition written beforehand by ``distgcn partition`` (P = its number of parts)."""
     meta = json.loads((Path(directory) / "meta.json").read_text())
     return {"kind": "distgcn", "graph": graph, "ranks": int(meta["parts"]), "model": label, "variant": variant,
-            "cmd": ["distgcn", "train", directory, "--layers", str(args.layers), "--hidden", args.hidden,
-                    "--dropout", str(args.dropout), "--epochs", str(args.warmup + args.epochs),
-                    "--threads", str(args.threads), "--seed", str(args.seed), "--quiet", *extra]}
+            "cmd": ["distgcn", "train", directory, *train_flags(args), *extra]}
 
 
 def peer_job(graph: str, peer: str, args) -> dict:

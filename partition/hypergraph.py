@@ -79,12 +79,12 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def column_net(a_hat: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def column_net(a_hat: sp.spmatrix, vertex_weight: str = "nonzeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(net_indptr, pins, vertex_weights) of the column-net hypergraph of ``a_hat``.
 
     ``net_indptr``/``pins`` are the CSC ``indptr``/``indices`` of the nonzero
-    pattern; ``vertex_weights[v]`` is the number of nonzeros of row ``v``
-    (at least 1, so that a row without nonzeros still counts as a vertex).
+    pattern; ``vertex_weights`` are :func:`partition.weights.vertex_weights`
+    under ``vertex_weight`` (default: the nonzeros of each row, at least 1).
     """
     a = a_hat.tocsr()
     n = a.shape[0]
@@ -97,7 +97,7 @@ def column_net(a_hat: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     csc = pattern.tocsc()
     csc.sort_indices()
     assert csc.indptr.shape[0] == n + 1
-    return csc.indptr, csc.indices, vertex_weights(a)
+    return csc.indptr, csc.indices, vertex_weights(a, vertex_weight)
 
 
 def _check_args(a_hat: sp.spmatrix, nparts: int, epsilon: float) -> int:
@@ -251,9 +251,7 @@ def hypergraph_parts(
         parts = np.zeros(n, dtype=np.int64)
         info = {"partitioner": partitioner, "preset": preset, "objective": "km1", "threads": 0, "km1_reported": 0}
     else:
-        indptr, pins, weights = column_net(a_hat)
-        if vertex_weight != "nonzeros":
-            weights = vertex_weights(a_hat, vertex_weight)
+        indptr, pins, weights = column_net(a_hat, vertex_weight)
         parts, info = partition_nets(indptr, pins, weights, nparts, epsilon=epsilon, seed=seed,
                                      partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles)
     return (parts, info) if return_info else parts

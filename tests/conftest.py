@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from slurm_cluster import slurm_cluster  # noqa: F401 - the session fixture, for every test module
 
@@ -29,6 +30,14 @@ def mpiexec() -> str:
     if exe is None:
         pytest.fail("mpiexec not found: install an MPI (pip install 'distgcn[mpich]')")
     return exe
+
+
+def random_edge_file(path: Path, n: int, m: int, seed: int) -> str:
+    """A seeded random directed edge list (m draws, self loops dropped), written to ``path``."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    path.write_text("\n".join(f"{s}\t{d}" for s, d in zip(src, dst) if s != d) + "\n")
+    return str(path)
 
 
 def run_mpi_script(script: str, ranks: int, out: Path, *args: str, timeout: float = 120) -> dict:

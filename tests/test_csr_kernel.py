@@ -26,7 +26,7 @@ def test_product_equals_scipy(dtype, width: int) -> None:
     np.testing.assert_allclose(out, 1 + a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
-def test_block_uses_it_for_wide_products_only_and_accumulates() -> None:
+def test_block_gives_scipys_product_at_every_width_and_accumulates() -> None:
     a = sp.random(60, 60, density=0.1, format="csr", random_state=0)
     block = SparseBlock(a, torch.float64, "numba", torch.device("cpu"))
     for width in (4, 40):

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_distgcn
+from conftest import random_edge_file, run_distgcn
 from minibatch_reference import batch_vertices, reference_minibatch
 
 from distgcn.cli import main
@@ -26,12 +26,7 @@ SEED, EPOCHS, BATCH, HIDDEN, NORM = 5, 2, 50, 4, 20
 @pytest.fixture(scope="module")
 def graph_file(tmp_path_factory) -> str:
     """A seeded random directed edge list with 150 vertices (random features and labels added by distgcn)."""
-    rng = np.random.default_rng(4)
-    n, m = 150, 600
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    path = tmp_path_factory.mktemp("graphs") / "directed.txt"
-    path.write_text("\n".join(f"{s}\t{d}" for s, d in zip(src, dst) if s != d) + "\n")
-    return str(path)
+    return random_edge_file(tmp_path_factory.mktemp("graphs") / "directed.txt", n=150, m=600, seed=4)
 
 
 def train(tmp_path, graph_file: str, sampler: str, ranks: int, *extra: str) -> list[dict]:

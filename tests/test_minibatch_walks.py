@@ -52,12 +52,9 @@ def main(out: Path, graph: str) -> None:
 @pytest.fixture(scope="module")
 def graph_file(tmp_path_factory) -> str:
     """A seeded random directed edge list, 150 vertices: some rows have no off-diagonal entry (dead ends)."""
-    rng = np.random.default_rng(9)
-    n, m = 150, 450
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    path = tmp_path_factory.mktemp("graphs") / "walks.txt"
-    path.write_text("\n".join(f"{s}\t{d}" for s, d in zip(src, dst) if s != d) + "\n")
-    return str(path)
+    from conftest import random_edge_file
+
+    return random_edge_file(tmp_path_factory.mktemp("graphs") / "walks.txt", n=150, m=450, seed=9)
 
 
 def test_walk_batches_are_the_oracles_for_every_p(tmp_path, graph_file):
