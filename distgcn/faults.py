@@ -1,28 +1,44 @@
-"""Fault injection for testing that a failing rank takes the whole job down.
+"""Fault injection, for tests of how a job fails and how it survives interruption.
 
 ``DISTGCN_FAIL_AT=RANK:EPOCH`` makes that rank raise in the middle of that
 epoch (after the forward pass, while the other ranks wait in the backward
-exchange). Unset in normal use.
+exchange): a failing rank must take the whole job down.
+
+``DISTGCN_SLOW_EPOCH=SECONDS`` makes every rank sleep that long in every epoch:
+a small job then runs as long as a large one, so a test under a real
+scheduler can cancel or requeue it mid-run without racing its end.
+
+Both are unset in normal use.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
-ENV = "DISTGCN_FAIL_AT"
+FAIL_ENV = "DISTGCN_FAIL_AT"
+SLOW_ENV = "DISTGCN_SLOW_EPOCH"
 
 
 class InjectedFailure(RuntimeError):
     pass
 
 
-def maybe_fail(rank: int, epoch: int) -> None:
-    spec = os.environ.get(ENV)
+def inject_faults(rank: int, epoch: int) -> None:
+    """Apply whichever faults the environment asks for, at this point of this epoch."""
+    slow = os.environ.get(SLOW_ENV)
+    if slow:
+        try:
+            seconds = float(slow)
+        except ValueError:
+            raise InjectedFailure(f"{SLOW_ENV}={slow!r}: expected a number of seconds") from None
+        time.sleep(seconds)
+    spec = os.environ.get(FAIL_ENV)
     if not spec:
         return
     try:
         fail_rank, fail_epoch = (int(x) for x in spec.split(":"))
     except ValueError:
-        raise InjectedFailure(f"{ENV}={spec!r}: expected RANK:EPOCH") from None
+        raise InjectedFailure(f"{FAIL_ENV}={spec!r}: expected RANK:EPOCH") from None
     if (fail_rank, fail_epoch) == (rank, epoch):
-        raise InjectedFailure(f"injected failure at epoch {epoch} ({ENV}={spec})")
+        raise InjectedFailure(f"injected failure at epoch {epoch} ({FAIL_ENV}={spec})")

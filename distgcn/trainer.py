@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
 from .counters import CommCounters
-from .faults import maybe_fail
+from .faults import inject_faults
 from .gradsync import GradientSync
 from .memory import model_widths
 from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
@@ -141,7 +141,7 @@ class Trainer:
         logits = self._forward(epoch)
         mask = self.masks["train"]
         loss = F.cross_entropy(logits[mask], self.labels[mask], reduction="sum") / self.global_counts["train"]
-        maybe_fail(self.transport.rank, epoch)
+        inject_faults(self.transport.rank, epoch)
         loss.backward()
         self.grad_sync.wait()
         self.optimizer.step()

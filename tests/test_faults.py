@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import ROOT, mpiexec, run_distgcn
 
 from distgcn.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_faults
 
 GRAPH = ["--graph", "synthetic:sbm,n=3000,classes=4,features=32,seed=8"]
 COMMON = ["--partition", "contiguous", "--hidden", "16", "--seed", "4", "--dtype", "float64", "--quiet"]
@@ -159,3 +161,21 @@ def test_changing_p_changes_only_rounding(tmp_path):
     np.testing.assert_allclose(loss4, loss1, rtol=1e-5)
     for a, b in zip(w4, w1, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * np.abs(b).max())
+
+
+def test_injected_faults_act_only_where_asked(monkeypatch):
+    monkeypatch.setenv(FAIL_ENV, "1:3")
+    monkeypatch.setenv(SLOW_ENV, "0.2")
+    start = time.monotonic()
+    inject_faults(0, 3)  # another rank: only the delay
+    inject_faults(1, 2)  # another epoch
+    assert time.monotonic() - start >= 0.4
+    with pytest.raises(InjectedFailure, match="epoch 3"):
+        inject_faults(1, 3)
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [(FAIL_ENV, "1", "RANK:EPOCH"), (SLOW_ENV, "soon", "seconds")])
+def test_malformed_fault_variables_are_named(monkeypatch, name, value, expected):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InjectedFailure, match=f"{name}='{value}': expected .*{expected}"):
+        inject_faults(0, 1)

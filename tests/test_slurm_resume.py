@@ -17,9 +17,13 @@ import pytest
 from conftest import ROOT, run_distgcn
 from slurm_cluster import SlurmCluster
 
-from distgcn.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.checkpoint import NAME, list_checkpoints, read_checkpoint
+from distgcn.faults import SLOW_ENV
 
 EPOCHS = 200
+EPOCH_SECONDS = 0.1
+"""Each epoch of the jobs under test sleeps this long (faults.SLOW_ENV): the small graph alone runs 200
+epochs in about a second, faster than the test can cancel it mid-run."""
 TRAIN_ARGS = f"--epochs {EPOCHS} --dtype float64 --hidden 16 --seed 3 --checkpoint-every 5 --resume --quiet"
 
 
@@ -42,12 +46,14 @@ def submit(cluster: SlurmCluster, work: Path, part: Path, *options: str) -> int:
     args = f"{TRAIN_ARGS} --checkpoint-dir {work / 'ckpt'} --save-weights {work / 'w.npz'}"
     return cluster.sbatch(ROOT / "jobs" / "train-cpu.sbatch", "--ntasks=2", "--ntasks-per-node=2", "--time=00:10:00",
                           *options, export={"DISTGCN_DIR": str(part), "DISTGCN_METRICS": str(work / "m.jsonl"),
-                                            "DISTGCN_TRAIN_ARGS": args}, cwd=work)
+                                            "DISTGCN_TRAIN_ARGS": args, SLOW_ENV: str(EPOCH_SECONDS)},
+                          cwd=work)
 
 
 def wait_for_checkpoint(cluster: SlurmCluster, job: int, ckpt: Path, epoch: int, timeout: float = 300) -> None:
+    """Until the job has written a checkpoint of ``epoch`` or later (older ones are pruned as it goes)."""
     deadline = time.monotonic() + timeout
-    while not (ckpt / f"checkpoint-{epoch:08d}.pt").exists():
+    while not any(int(NAME.match(path.name).group(1)) >= epoch for path in list_checkpoints(ckpt)):
         state = cluster.jobs(job)[0]["JobState"]
         assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job {job} is {state} before epoch {epoch}"
         assert time.monotonic() < deadline, f"no checkpoint of epoch {epoch} after {timeout} s"

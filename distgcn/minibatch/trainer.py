@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..faults import maybe_fail
+from ..faults import inject_faults
 from ..halo import HaloExchanger
 from ..shard import Shard
 from ..sparse_input import SparseRows
@@ -97,7 +97,7 @@ class MinibatchTrainer(Trainer):
         logits = self.model(inputs, lambda h: spmm(adjacency, h), self.shard.global_ids[blocks.rows], step)
         losses = F.cross_entropy(logits[train], self.labels[rows][train], reduction="none")
         loss = (losses * scale).sum()
-        maybe_fail(self.transport.rank, epoch)
+        inject_faults(self.transport.rank, epoch)
         loss.backward()
         self.grad_sync.wait()
         self.optimizer.step()
