@@ -65,19 +65,21 @@ def run_train(args: argparse.Namespace) -> int:
     config = _config(args)
     transport = make_transport(args.backend)
     try:
-        return _train(args, config, transport, minibatch)
+        code = _train(args, config, transport, minibatch)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
-        return 2
+        code = 2
     except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
         if transport.rank == 0:
             kept = f"; checkpoints in {args.checkpoint_dir} end before it" if args.checkpoint_dir else ""
             print(f"distgcn: error: {exc}{kept}", file=sys.stderr)
-        return 3
+        code = 3
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(transport, exc)
         return 1
+    transport.close()  # every path above is taken by all ranks together
+    return code
 
 
 def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: MinibatchConfig | None) -> int:

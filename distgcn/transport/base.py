@@ -67,6 +67,10 @@ class Transport(Protocol):
         """How many ranks of the job share this node (they share its cores)."""
         ...
 
+    def close(self) -> None:
+        """Leave the job cleanly, all ranks together, after the last communication."""
+        ...
+
     def abort(self) -> NoReturn:
         """End the whole job now, from any one rank, so no other rank waits forever."""
         ...

@@ -93,6 +93,9 @@ class MPITransport:
         finally:
             node.Free()
 
+    def close(self) -> None:
+        """Nothing to do: mpi4py finalizes MPI, itself a collective, when the process exits."""
+
     def abort(self) -> NoReturn:
         self.comm.Abort(1)
         raise SystemExit(1)  # Abort does not return; this satisfies the type checker

@@ -12,6 +12,7 @@ runs alongside the transfer.
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import sys
@@ -64,6 +65,11 @@ class _GroupedExchange:
             work.wait()
 
 
+def _destroy_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 class TorchDistTransport:
     """Point-to-point and collectives on torch.distributed's default process group.
 
@@ -76,6 +82,16 @@ class TorchDistTransport:
         self.rank = dist.get_rank()
         self.size = dist.get_world_size()
         self.device = device
+        # A process that exits with the group alive can die in gloo's threads during interpreter
+        # teardown ("terminate called without an active exception"); close() is the collective way
+        # out, and this is the fallback for library users who never call it.
+        atexit.register(_destroy_group)
+
+    def close(self) -> None:
+        """Wait until every rank is done, then take the process group down while Python still runs."""
+        if dist.is_initialized():
+            dist.barrier()
+            _destroy_group()
 
     def exchange(
         self, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]]
