@@ -124,6 +124,32 @@ def test_sigkill_of_one_rank_ends_the_job_and_resume_finishes_it(tmp_path):
         assert np.array_equal(got, want)
 
 
+def test_raising_rank_is_reported_once_and_leaves_no_process(tmp_path):
+    """The exception path of issue 8: every rank aborts, one message names the rank, nothing lingers."""
+    job = subprocess.Popen([mpiexec(), "-n", "3", sys.executable, "-m", "distgcn", "train", *GRAPH, *COMMON,
+                            "--epochs", str(EPOCHS)], env=dict(_env(), **{FAIL_ENV: "1:30"}),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while job.poll() is None:  # every process the launcher starts, for as long as it runs
+            seen |= descendants(job.pid)
+            assert time.monotonic() < deadline, "the job did not end within 120 s of its start"
+            time.sleep(0.02)
+        _, stderr = job.communicate(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0
+    assert len(seen) >= 3, f"only {len(seen)} processes seen under the launcher"
+    assert stderr.count("unexpected error") == 1, stderr
+    assert "distgcn: rank 1: unexpected error: InjectedFailure: injected failure at epoch 30" in stderr
+    gone_by = time.monotonic() + 5
+    while [pid for pid in seen if alive(pid)] and time.monotonic() < gone_by:
+        time.sleep(0.05)
+    assert not [pid for pid in seen if alive(pid)], "processes left behind"
+
+
 def _curve(path: Path) -> list[tuple]:
     keys = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "halo_rows", "halo_bytes", "messages")
     return [tuple(r[k] for k in keys) for r in map(json.loads, path.read_text().splitlines()) if "epoch" in r]
