@@ -2,7 +2,8 @@
 
 - docs/cli.md's reference is what argparse says today;
 - every ``distgcn ...`` command shown in README.md and docs/ parses with the
-  real parser (a renamed flag or a wrong choice fails here);
+  real parser (a renamed flag or a wrong choice fails here), and runs on small
+  data (tests/test_doc_commands.py);
 - the user guide's walkthrough runs as written, on a fresh directory.
 """
 
@@ -10,44 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, mpiexec
+from doc_commands import Shown, shell_blocks, shown_commands
 
 from distgcn import cli_reference
 from distgcn.cli import build_parser
 
-DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
-"""cli.md's usage lines are synopses, not commands; the first test checks that page."""
-COMMAND = re.compile(r"(?:^|\s)distgcn\s+(\w+)\b(.*)$")
-
-
-def shell_blocks(text: str) -> list[str]:
-    return re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", text, re.S)
-
-
-def documented_commands() -> Iterator[tuple[str, str]]:
-    """(document, 'SUBCOMMAND ARGS...') for every distgcn command in a code block."""
-    for doc in DOCS:
-        for block in shell_blocks(doc.read_text()):
-            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
-                line = line.split(" # ")[0].strip().removeprefix("$ ")
-                if line.startswith("#"):
-                    continue
-                for segment in re.split(r"&&|;|\|", line):
-                    found = COMMAND.search(segment.strip())
-                    if found:
-                        yield doc.name, found.group(1) + found.group(2)
-
-
-COMMANDS = list(documented_commands())
+COMMANDS = list(shown_commands())
 
 
 def test_cli_reference_is_what_the_parser_says():
@@ -56,15 +33,15 @@ def test_cli_reference_is_what_the_parser_says():
 
 
 def test_commands_were_found():
-    assert len(COMMANDS) >= 20 and {"README.md", "user-guide.md"} <= {doc for doc, _ in COMMANDS}
+    assert len(COMMANDS) >= 20 and {"README.md", "user-guide.md"} <= {shown.doc for shown in COMMANDS}
 
 
-@pytest.mark.parametrize("doc,command", COMMANDS, ids=[f"{d}:{c[:60]}" for d, c in COMMANDS])
-def test_documented_command_parses(doc, command):
+@pytest.mark.parametrize("shown", COMMANDS, ids=[shown.id for shown in COMMANDS])
+def test_documented_command_parses(shown: Shown):
     try:
-        build_parser().parse_args(shlex.split(command))
+        build_parser().parse_args(shown.args)
     except SystemExit as exc:
-        pytest.fail(f"{doc}: 'distgcn {command}' is rejected by the parser (exit {exc.code})")
+        pytest.fail(f"{shown.doc}: 'distgcn {shlex.join(shown.args)}' is rejected by the parser (exit {exc.code})")
 
 
 def walkthrough() -> list[str]:

@@ -1,0 +1,142 @@
+"""Every distgcn command shown in README.md and docs/ runs, on small data (how: tests/doc_commands.py).
+
+The commands of one code block run in order in one directory, since later ones
+use what earlier ones wrote; a test that needs its block's earlier commands runs
+them first if no test has yet. A command must exit 0, except where this machine
+lacks what it needs: NCCL without a GPU must refuse with its documented error,
+``jobs submit|scaling`` run against the test suite's real Slurm (and skip with its
+reason where there is none), and ``srun`` with GPUs is not run here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, mpiexec
+from doc_commands import SMALL_GRAPH, Shown, shown_commands, shrink
+
+SHOWN = list(shown_commands())
+_BLOCKS: dict[tuple[str, int], tuple[Path, list[int]]] = {}
+"""(doc, block) -> its directory and the positions already run."""
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", **(extra or {}))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _distgcn(args: list[str], cwd: Path, ranks: int = 1) -> None:
+    launch = [mpiexec(), "-n", str(ranks)] if ranks > 1 else []
+    done = _run([*launch, sys.executable, "-m", "distgcn", *args], cwd)
+    assert done.returncode == 0, f"setup: distgcn {' '.join(args)}\n{done.stderr}"
+
+
+def _provide(args: list[str], workdir: Path) -> None:
+    """Make what the command reads and the reader is assumed to have (a partition directory, metrics files)."""
+    if args[0] in ("train", "stats") and not args[1].startswith("-") and not (workdir / args[1]).exists():
+        model = "hypergraph" if "hp" in args[1] else "random"
+        _distgcn(["partition", SMALL_GRAPH, "--parts", "2", "--model", model, "--out", args[1], "--quiet"], workdir)
+    if args[0] == "report":
+        for source in args[1:args.index("--out")]:
+            if "*" in source and not list(workdir.glob(source)):
+                for ranks in (1, 2):
+                    metrics = source.replace("*", str(ranks), 1)
+                    (workdir / metrics).parent.mkdir(parents=True, exist_ok=True)
+                    _distgcn(["train", "--graph", SMALL_GRAPH, "--epochs", "3", "--metrics", metrics, "--quiet"],
+                             workdir, ranks)
+            elif "*" not in source and not (workdir / source).exists():
+                _provide(["stats", source], workdir)
+
+
+def _expand_globs(args: list[str], workdir: Path) -> list[str]:
+    """What the shell makes of ``p*/metrics.jsonl``: the matches, sorted, or the word as it is."""
+    out = []
+    for arg in args:
+        matches = sorted(str(p.relative_to(workdir)) for p in workdir.glob(arg)) if "*" in arg else []
+        out += matches or [arg]
+    return out
+
+
+def _ranks(shown: Shown, args: list[str], workdir: Path) -> str:
+    """A partition directory's parts when training one, else the launcher's count capped at 2."""
+    meta = workdir / args[1] / "meta.json" if args[0] == "train" else None
+    if meta is not None and meta.is_file():
+        return str(json.loads(meta.read_text())["parts"])
+    flag = "-n" if shown.launcher[0] == "mpiexec" else "--nproc-per-node"
+    count = shown.launcher[shown.launcher.index(flag) + 1]
+    return str(min(int(count), 2)) if count.isdigit() else "2"
+
+
+def _argv(shown: Shown, args: list[str], workdir: Path) -> list[str]:
+    if not shown.launcher:
+        return [sys.executable, "-m", "distgcn", *args]
+    launcher = list(shown.launcher)
+    flag = "-n" if launcher[0] == "mpiexec" else "--nproc-per-node"
+    launcher[launcher.index(flag) + 1] = _ranks(shown, args, workdir)
+    if launcher[0] == "mpiexec":
+        return [mpiexec(), *launcher[1:], sys.executable, "-m", "distgcn", *args]
+    torchrun = shutil.which("torchrun", path=_env()["PATH"])
+    assert torchrun, "torchrun not found beside this Python"
+    return [torchrun, *launcher[1:], "distgcn", *args]  # "-m distgcn", or the entry point with --no-python
+
+
+def _wait_for_jobs(cluster, stdout: str, workdir: Path) -> None:
+    ids = [int(i) for i in re.findall(r"(?:job|array) (\d+)", stdout)]
+    assert ids, f"no job ids in: {stdout}"
+    for job in ids:
+        for record in cluster.wait(job, timeout=420):
+            if (record["JobState"], record["ExitCode"]) != ("COMPLETED", "0:0"):
+                logs = "\n".join(f"--- {p.name}:\n{p.read_text()}" for p in sorted(workdir.glob("*.out")))
+                raise AssertionError(f"job {record['JobId']} ended {record['JobState']} {record['ExitCode']}\n{logs}")
+
+
+def _run_shown(shown: Shown, workdir: Path, request: pytest.FixtureRequest) -> None:
+    if shown.launcher[:1] == ["srun"]:
+        pytest.skip("srun with --gpus-per-node needs GPUs that Slurm allocates; the test cluster has none")
+    args = shrink(list(shown.args), workdir)
+    _provide(args, workdir)
+    args = _expand_globs(args, workdir)
+    argv = _argv(shown, args, workdir)
+    if args[:2] in (["jobs", "submit"], ["jobs", "scaling"]):
+        cluster = request.getfixturevalue("slurm_cluster")
+        done = _run(argv, workdir, env=dict(cluster.env, OMP_NUM_THREADS="1"))
+        assert done.returncode == 0, done.stderr
+        _wait_for_jobs(cluster, done.stdout, workdir)
+        return
+    done = _run(argv, workdir)
+    if "nccl" in args and not torch.cuda.is_available():
+        assert done.returncode != 0 and "no CUDA device is visible" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, f"{' '.join(argv)}\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.parametrize("shown", SHOWN, ids=[s.id for s in SHOWN])
+def test_documented_command_runs(shown: Shown, tmp_path_factory: pytest.TempPathFactory,
+                                 request: pytest.FixtureRequest):
+    key = (shown.doc, shown.block)
+    if key not in _BLOCKS:
+        _BLOCKS[key] = (tmp_path_factory.mktemp(f"{shown.doc}-{shown.block}"), [])
+    workdir, done = _BLOCKS[key]
+    for earlier in SHOWN:
+        if (earlier.doc, earlier.block) == key and earlier.position < shown.position and earlier.position not in done:
+            try:
+                _run_shown(earlier, workdir, request)
+            except pytest.skip.Exception:
+                pass  # a command this machine cannot run leaves nothing the next ones read
+            done.append(earlier.position)
+    _run_shown(shown, workdir, request)
+    done.append(shown.position)
