@@ -105,7 +105,7 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
         run["minibatch"] = dict(vars(minibatch))
     progress.detail(f"run: {json.dumps(run)}")
     agree(transport, lambda: _check_memory(shard, config, transport))
-    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel, minibatch))
+    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel, minibatch, progress))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
     directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir)) if args.checkpoint_dir else None
     if args.resume:
@@ -199,9 +199,13 @@ def _check_memory(shard, config: TrainConfig, transport) -> None:
                              where)
 
 
-def _make_trainer(shard, transport, config: TrainConfig, kernel: str,
-                  minibatch: MinibatchConfig | None = None) -> Trainer:
+def _make_trainer(shard, transport, config: TrainConfig, kernel: str, minibatch: MinibatchConfig | None = None,
+                  progress: Progress | None = None) -> Trainer:
     try:
+        if minibatch is not None and minibatch.norm_samples and progress is not None:
+            with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
+                                total=minibatch.norm_samples) as phase:
+                return MinibatchTrainer(shard, transport, config, minibatch, kernel, on_presample=phase.advance)
         if minibatch is not None:
             return MinibatchTrainer(shard, transport, config, minibatch, kernel)
         return Trainer(shard, transport, config, kernel)

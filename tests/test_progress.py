@@ -140,3 +140,12 @@ def test_partition_command_logs_timestamped_phases_or_nothing_when_quiet(tmp_pat
     verbose = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "c"),
                            "--verbose"])
     assert "shard-00001.npz: 100 owned rows" in verbose.stderr and "partitioner: " in verbose.stderr
+
+
+def test_minibatch_training_reports_its_normalization_presampling():
+    proc = run_distgcn(["train", "--graph", "synthetic:sbm,n=400,classes=2,features=4", "--sampler", "node",
+                        "--batch-size", "50", "--norm-samples", "20", "--epochs", "1"], ranks=2)
+    assert proc.returncode == 0, proc.stderr
+    phase = "pre-sampling 20 batches for the GraphSAINT normalization"
+    assert f"{phase}: started (20 steps)" in proc.stderr and f"{phase}: done in" in proc.stderr
+    assert proc.stderr.count(f"{phase}: started") == 1  # rank 0 only

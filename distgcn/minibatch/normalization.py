@@ -10,6 +10,7 @@ needs no communication beyond sampling itself. Weights follow
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,8 +38,9 @@ class LocalNormalization:
         return self.num_samples / (num_targets * np.maximum(self.vertex_counts[rows], 1).astype(np.float64))
 
 
-def presample(sampler: DistributedSampler, seed: int, num_samples: int) -> LocalNormalization:
-    """Count inclusions over ``num_samples`` distributed batches (collective)."""
+def presample(sampler: DistributedSampler, seed: int, num_samples: int,
+              on_sample: Callable[[], None] | None = None) -> LocalNormalization:
+    """Count inclusions over ``num_samples`` distributed batches (collective); ``on_sample`` after each."""
     c_v = np.zeros(sampler.shard.n_owned, dtype=np.int64)
     c_e = {b: np.zeros(sampler.rows[b].shape[0], dtype=np.int64) for b in ("owned", "halo")}
     for k in range(num_samples):
@@ -46,4 +48,6 @@ def presample(sampler: DistributedSampler, seed: int, num_samples: int) -> Local
         c_v += owned_in
         for block, col_in in (("owned", owned_in), ("halo", halo_in)):
             c_e[block] += owned_in[sampler.rows[block]] & col_in[sampler.cols[block]]
+        if on_sample is not None:
+            on_sample()
     return LocalNormalization(num_samples, c_v, c_e["owned"], c_e["halo"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,8 @@ class MinibatchTrainer(Trainer):
     """A :class:`Trainer` whose epochs are K optimizer steps on sampled subgraphs."""
 
     def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, minibatch: MinibatchConfig,
-                 kernel: str = "torch"):
+                 kernel: str = "torch", on_presample: Callable[[], None] | None = None):
+        """``on_presample`` is called after each of the normalization's pre-sampled batches (progress)."""
         if config.first_layer != "exact" or config.comm != "halo":
             raise ValueError("minibatch training needs --first-layer exact and the halo exchange: a batch "
                              "aggregates over its own subgraph Â[S, S]")
@@ -56,7 +58,8 @@ class MinibatchTrainer(Trainer):
                                                 minibatch.options)
         self.batches = minibatch.batches_per_epoch or max(1, math.ceil(shard.n_global / minibatch.batch_size))
         self.normalization: LocalNormalization | None = (
-            presample(self.sampler, config.seed, minibatch.norm_samples) if minibatch.norm_samples else None)
+            presample(self.sampler, config.seed, minibatch.norm_samples, on_presample) if minibatch.norm_samples
+            else None)
         self.iterations: list[dict] = []
 
     def _batch_adjacency(self, blocks: BatchBlocks) -> DistributedAdjacency:
