@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, mpiexec
+from conftest import ROOT, mpiexec, run_distgcn
 from doc_commands import SMALL_GRAPH, Shown, shown_commands, shrink
 
 SHOWN = list(shown_commands())
@@ -40,8 +40,7 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, timeout:
 
 
 def _distgcn(args: list[str], cwd: Path, ranks: int = 1) -> None:
-    launch = [mpiexec(), "-n", str(ranks)] if ranks > 1 else []
-    done = _run([*launch, sys.executable, "-m", "distgcn", *args], cwd)
+    done = run_distgcn(args, ranks=ranks, cwd=cwd)
     assert done.returncode == 0, f"setup: distgcn {' '.join(args)}\n{done.stderr}"
 
 
@@ -71,14 +70,12 @@ def _expand_globs(args: list[str], workdir: Path) -> list[str]:
     return out
 
 
-def _ranks(shown: Shown, args: list[str], workdir: Path) -> str:
+def _ranks(shown_count: str, args: list[str], workdir: Path) -> str:
     """A partition directory's parts when training one, else the launcher's count capped at 2."""
     meta = workdir / args[1] / "meta.json" if args[0] == "train" else None
     if meta is not None and meta.is_file():
         return str(json.loads(meta.read_text())["parts"])
-    flag = "-n" if shown.launcher[0] == "mpiexec" else "--nproc-per-node"
-    count = shown.launcher[shown.launcher.index(flag) + 1]
-    return str(min(int(count), 2)) if count.isdigit() else "2"
+    return str(min(int(shown_count), 2)) if shown_count.isdigit() else "2"
 
 
 def _argv(shown: Shown, args: list[str], workdir: Path) -> list[str]:
@@ -86,7 +83,8 @@ def _argv(shown: Shown, args: list[str], workdir: Path) -> list[str]:
         return [sys.executable, "-m", "distgcn", *args]
     launcher = list(shown.launcher)
     flag = "-n" if launcher[0] == "mpiexec" else "--nproc-per-node"
-    launcher[launcher.index(flag) + 1] = _ranks(shown, args, workdir)
+    count = launcher.index(flag) + 1
+    launcher[count] = _ranks(launcher[count], args, workdir)
     if launcher[0] == "mpiexec":
         return [mpiexec(), *launcher[1:], sys.executable, "-m", "distgcn", *args]
     torchrun = shutil.which("torchrun", path=_env()["PATH"])
