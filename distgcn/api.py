@@ -73,13 +73,14 @@ class Partition:
 
         ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
         """
-        from partition.precompute import check_output, save_partition
+        from partition.precompute import check_output, input_paths, save_partition
 
         from .progress import NORMAL, QUIET, Progress
 
-        directory = check_output(out, force)
+        inputs = input_paths(self.source.get("spec"))
+        directory = check_output(out, force, inputs)
         return save_partition(directory, self.graph, self.a_hat, self.parts, self.info, self.metrics, self.source,
-                              Progress(QUIET if quiet else NORMAL))
+                              Progress(QUIET if quiet else NORMAL), force=force, inputs=inputs)
 
 
 def partition(graph: GraphSource, parts: int, model: str = "random", *, epsilon: float = 0.03, seed: int = 0,

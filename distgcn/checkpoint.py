@@ -3,16 +3,16 @@
 A checkpoint file is ``MAGIC``, the SHA-256 of the payload (64 hex digits),
 then the payload: a ``torch.save`` of plain tensors, dicts, lists, numbers and
 strings, read back with ``torch.load(weights_only=True)`` so that opening a
-checkpoint can never run code. Files are written to a temporary name in the
-same directory, fsynced and renamed, so a job killed mid-write leaves the
-previous checkpoints intact; the newest that verifies is the one resumed.
+checkpoint can never run code. Files are written through
+:mod:`distgcn.safe_io` (a temporary name in the same directory, fsynced and
+renamed), so a job killed mid-write leaves the previous checkpoints intact;
+the newest that verifies is the one resumed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import random
 import re
 import warnings
@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from .errors import InputError
-from .safe_io import open_new_file, prepare_output_dir
+from .safe_io import CHECKPOINT, is_output, lock_directory, prepare_output_dir, remove_output, write_file
+from .schema import validate_checkpoint
 
 MAGIC = b"DISTGCN-CHECKPOINT-1\n"
 DIGEST_LEN = 64
@@ -59,26 +60,17 @@ class CheckpointError(InputError):
 
 
 def save_checkpoint(directory: Path, epoch: int, state: dict, identity: RunIdentity, keep: int) -> Path:
-    """Write ``state`` as the checkpoint of ``epoch`` and keep only the newest ``keep`` checkpoints."""
+    """Write ``state`` as the checkpoint of ``epoch`` and keep only the newest ``keep`` checkpoints.
+
+    Pruning deletes only files that are distgcn checkpoints by content.
+    """
     buffer = io.BytesIO()
     torch.save({"epoch": epoch, "identity": asdict(identity), "state": state}, buffer)
     payload = buffer.getvalue()
     digest = hashlib.sha256(payload).hexdigest().encode()
-    final = checkpoint_path(directory, epoch)
-    temporary = directory / f".{final.name}.tmp-{os.getpid()}"
-    try:
-        temporary.unlink(missing_ok=True)  # a leftover of a killed writer, or a planted symlink (not followed)
-        with open_new_file(temporary) as fh:
-            fh.write(MAGIC + digest + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, final)
-        _fsync_directory(directory)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write checkpoint ({exc.strerror or exc})", path=final) from None
-    for old in list_checkpoints(directory)[:-keep]:
-        old.unlink(missing_ok=True)
+    final = write_file(checkpoint_path(directory, epoch), CHECKPOINT, lambda fh: fh.write(MAGIC + digest + payload))
+    for old in [path for path in list_checkpoints(directory) if is_output(path, CHECKPOINT)][:-keep]:
+        remove_output(old, CHECKPOINT)
     return final
 
 
@@ -106,9 +98,10 @@ def read_checkpoint(path: Path) -> dict:
         contents = torch.load(io.BytesIO(payload), weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable payload is a damaged checkpoint
         raise CheckpointError(f"checkpoint payload unreadable ({type(exc).__name__})", path=path) from None
-    if not isinstance(contents, dict) or not {"epoch", "identity", "state"} <= contents.keys():
-        raise CheckpointError("checkpoint lacks epoch, identity or state", path=path)
-    return contents
+    try:
+        return validate_checkpoint(contents, path)
+    except InputError as exc:  # sound bytes, wrong contents: as unusable as a damaged file
+        raise CheckpointError(str(exc)) from None
 
 
 def newest_checkpoint(directory: Path, identity: RunIdentity,
@@ -138,18 +131,20 @@ def newest_checkpoint(directory: Path, identity: RunIdentity,
     return None
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable: the directory entry itself must reach the disk."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def checkpoint_dir(path: str | Path, *, resume: bool = False, owner: bool = True) -> Path:
+    """Create (if needed) and check the checkpoint directory; the ``owner`` (rank 0) locks it for this run.
 
-
-def checkpoint_dir(path: str | Path) -> Path:
-    """Create (if needed) and check the checkpoint directory."""
-    return prepare_output_dir(Path(path), what="checkpoint directory")
+    Two runs never share a directory unknowingly: a second run while one
+    holds the lock is refused, and so is a fresh run (no ``resume``) in a
+    directory that already holds checkpoints.
+    """
+    directory = prepare_output_dir(Path(path), what="checkpoint directory")
+    if owner:
+        lock_directory(directory, "checkpoint directory")
+        if not resume and any(is_output(found, CHECKPOINT) for found in list_checkpoints(directory)):
+            raise InputError("checkpoint directory already holds checkpoints of a run: pass --resume to continue "
+                             "it, or choose another directory", path=directory)
+    return directory
 
 
 def capture_rng_states() -> dict:

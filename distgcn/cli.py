@@ -2,15 +2,18 @@
 
 Bad input ends the run with one line on stderr and exit status 2; an
 unexpected failure on any rank prints a traceback naming the rank and aborts
-the whole MPI job, so no rank is left waiting.
+the whole MPI job, so no rank is left waiting; a signal ends every rank with
+one line and exit status 128 + its number (:mod:`distgcn.signals`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from . import signals
 from .errors import InputError
 from .jobs_command import add_jobs_parser
 from .report.command import add_report_parser
@@ -223,13 +226,32 @@ def _run_stats(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit 0, 2 (bad input), 128 + N after signal N (docs/reliability.md), or the command's own."""
+    restore_signals = signals.install()
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        args = parser.parse_args(argv)
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that left (| head) shows here, not as a traceback at exit
+        return code
     except InputError as exc:
         print(f"distgcn: error: {exc}", file=sys.stderr)
         return 2
+    except signals.Interrupted as exc:
+        signals.report(exc.signum)
+        return signals.exit_code(exc.signum)
+    except BrokenPipeError:
+        return _stdout_closed()
+    finally:
+        restore_signals()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout left (``distgcn stats DIR | head -1``): stop quietly, as a killed-by-SIGPIPE tool."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+    os.close(devnull)
+    return signals.BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import InputError
+from .schema import finite_or_nan, validate_metrics_line
 
 SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
 """jobs/ of a source checkout (editable install)."""
@@ -222,16 +223,24 @@ def load_metrics(path: Path) -> tuple[int, list[dict]]:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read (not UTF-8 text)", path=path) from None
     records = []
+    header: dict = {}
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not JSON ({exc.msg})", path=path, line=number) from None
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise InputError(f"not JSON ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
+                                 line=number) from None
+            validate_metrics_line(record, f"{path}:{number}")
+            header = header or record.get("run", {})
+            if "epoch" in record:
+                records.append(finite_or_nan(record))
     if not records:
         raise InputError("no epochs recorded (did the job fail?)", path=path)
-    from_header = records[0].get("run", {}).get("ranks")
+    from_header = header.get("ranks")
     named = METRICS_NAME.search(path.name)
     from_name = int(named.group(1)) if named else None
     if from_header is not None and from_name is not None and from_header != from_name:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import torch
 
+from . import signals
 from .errors import InputError
 from .transport import Transport
 
@@ -64,7 +65,16 @@ def agree(transport: Transport, step: Callable[[], T]) -> T:
 
 
 def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
-    """Print the error naming this rank, then take the whole job down (no rank may hang)."""
+    """Print the error naming this rank, then take the whole job down (no rank may hang).
+
+    While this rank is stopping for a signal, a failure is the signal's doing (a
+    peer that got it too has left, and a torch transport has no MPI_Abort to end
+    this rank first): the job ends with the signal's exit status, reported once
+    by the rank that got it first, without a traceback here.
+    """
+    signum = signals.stop_pending()
+    if signum is not None and transport.size > 1:
+        transport.abort(signals.exit_code(signum))
     sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()

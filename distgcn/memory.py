@@ -80,6 +80,63 @@ def available_bytes(device, ranks_on_node: int) -> int | None:
     return None
 
 
+VERTEX_BYTES = 40
+"""A lower bound on what loading one vertex allocates: its id, adjacency and Â row pointers, Â's self loop
+(index and value) and its degree, 8 bytes each (4 for the self loop's two halves)."""
+EDGE_BYTES = 16
+"""A lower bound per stored entry: its index and value in the adjacency, then again in Â."""
+
+
+def check_declared_size(path: str | Path, line: int | None, declared: str, *, vertices: int, entries: int,
+                        extra_bytes: int = 0, min_file_bytes: int | None = None,
+                        file_bytes: int | None = None) -> None:
+    """Refuse, before anything is allocated, counts from a file header (or spec) that cannot be right.
+
+    ``declared`` says what the header declares, for the message. The counts must fit the file
+    (``min_file_bytes`` it implies against ``file_bytes``), and the arrays they imply (at least
+    VERTEX_BYTES per vertex, EDGE_BYTES per entry, plus ``extra_bytes``) must fit this node's memory.
+    """
+    if min_file_bytes is not None and file_bytes is not None and min_file_bytes > file_bytes:
+        raise InputError(f"{declared}: the file would hold at least {min_file_bytes} bytes but has {file_bytes}",
+                         path=path, line=line)
+    need = vertices * VERTEX_BYTES + entries * EDGE_BYTES + extra_bytes
+    available = available_bytes(None, 1)
+    if available is not None and need > available:
+        raise InputError(f"{declared}: loading needs at least {need / 2**30:.1f} GiB but this node has "
+                         f"{available / 2**30:.1f} GiB available", path=path, line=line)
+
+
+def check_npz_arrays(path: Path) -> None:
+    """Refuse an .npz whose array headers declare more data than the archive holds or this node's memory.
+
+    np.load allocates each array from its header's shape before reading the data, so one forged
+    shape would allocate without bound. Unreadable archives are left to np.load to report.
+    """
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    if version not in ((1, 0), (2, 0)):
+                        continue
+                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                        else np.lib.format.read_array_header_2_0
+                    shape, _fortran, dtype = read_header(fh)
+                    stored = info.file_size - fh.tell()
+                nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if nbytes > stored:
+                    raise InputError(f"array {info.filename.removesuffix('.npy')} declares shape {shape} "
+                                     f"({nbytes} bytes) but the archive holds {stored} bytes for it", path=path)
+                total += nbytes
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return
+    available = available_bytes(None, 1)
+    if available is not None and total > available:
+        raise InputError(f"arrays of {total / 2**30:.1f} GiB but this node has {available / 2**30:.1f} GiB "
+                         "available", path=path)
+
+
 def refuse_if_too_big(predicted: dict[str, int], available: int | None, where: str) -> None:
     """An InputError before training starts if the predicted peak exceeds what the rank has."""
     if available is None or predicted["total"] <= available:

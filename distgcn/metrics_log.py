@@ -3,17 +3,19 @@
 The file holds exactly one JSON object per epoch. The first epoch's object
 also carries ``run``: what produced the file (ranks, partition, graph, model
 shape, versions), so that reports can group runs for scaling and partition
-comparisons without the reader having to remember each file's origin.
+comparisons without the reader having to remember each file's origin. A
+number that is not finite (a diverged loss) is written ``null``: JSON has no NaN.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import IO
 
 from .errors import InputError
-from .safe_io import open_output
+from .safe_io import METRICS, check_target, start_growing_file
 
 
 def format_epoch(m: dict) -> str:
@@ -37,24 +39,35 @@ def format_epoch_detail(m: dict) -> str:
 
 
 class MetricsWriter:
-    """Appends one JSON object per epoch, flushed, so a killed job keeps what it measured."""
+    """One JSON object per epoch, flushed as it goes, so a killed job keeps what it measured.
+
+    The file goes through :mod:`distgcn.safe_io`: only an earlier distgcn
+    metrics file is replaced, and only once this run's first record is
+    written (a run that dies before its first epoch leaves the old file whole).
+    """
 
     def __init__(self, path: str | Path | None, run: dict | None = None, resume_after: int | None = None):
         """``resume_after=E``: a resumed run keeps the file's records of epochs 1..E and appends after them."""
-        self._file: IO[str] | None = None
+        self._path = None if path is None else check_target(Path(path), METRICS)
+        self._file: IO[bytes] | None = None
         self._run = run
-        if path is not None:
-            path = Path(path)
-            if resume_after is not None and _keep_through(path, resume_after):
+        self._kept: list[str] = []
+        if self._path is not None and resume_after is not None and self._path.is_file():
+            self._kept = _records_through(self._path, resume_after)
+            if self._kept:
                 self._run = None  # the kept first record already describes the run
-            self._file = open_output(path, append=resume_after is not None)
 
     def write(self, record: dict) -> None:
-        if self._file is not None:
-            if self._run is not None:  # on the first line only, beside (never instead of) the epoch keys
-                record = {**record, "run": self._run}
-                self._run = None
-            self._file.write(json.dumps(record) + "\n")
+        if self._path is None:
+            return
+        if self._run is not None:  # on the first line only, beside (never instead of) the epoch keys
+            record = {**record, "run": self._run}
+            self._run = None
+        line = (json.dumps(_finite(record), allow_nan=False) + "\n").encode()
+        if self._file is None:
+            self._file = start_growing_file(self._path, METRICS, "".join(self._kept).encode() + line)
+        else:
+            self._file.write(line)
             self._file.flush()
 
     def close(self) -> None:
@@ -62,14 +75,19 @@ class MetricsWriter:
             self._file.close()
 
 
-def _keep_through(path: Path, epoch: int) -> bool:
-    """Drop the records after ``epoch`` (they will be recomputed); True if any record is kept.
+def _finite(value: object) -> object:
+    """``value`` with every non-finite float as None: JSON has no NaN or infinity (it is written null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
-    The shortened file replaces the old one by rename, so a failure here
-    leaves the user's file as it was.
-    """
-    if not path.is_file():
-        return False
+
+def _records_through(path: Path, epoch: int) -> list[str]:
+    """The file's records of epochs 1..``epoch`` (later ones will be recomputed), as JSON lines."""
     kept = []
     lines = path.read_text().splitlines()
     for number, line in enumerate(lines, start=1):
@@ -79,11 +97,8 @@ def _keep_through(path: Path, epoch: int) -> bool:
             if number == len(lines):
                 break  # a line cut short by the kill that interrupted the run
             raise InputError(f"not a metrics file (line {number} is not JSON)", path=path) from None
+        if not isinstance(record, dict):
+            raise InputError(f"not a metrics file (line {number} is not a JSON object)", path=path)
         if record.get("epoch", 0) <= epoch:
-            kept.append(line + "\n")
-    temporary = path.with_name(f".{path.name}.resume")
-    temporary.unlink(missing_ok=True)
-    with open_output(temporary) as fh:
-        fh.writelines(kept)
-    temporary.replace(path)
-    return bool(kept)
+            kept.append(json.dumps(_finite(record), allow_nan=False) + "\n")  # an older file's NaN becomes null
+    return kept

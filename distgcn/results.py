@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from .errors import InputError
-from .safe_io import open_output, prepare_output_dir
+from .safe_io import EXPORT, prepare_output_dir, write_npz
 
 if TYPE_CHECKING:
     from .transport import Transport
@@ -112,6 +112,5 @@ class TrainResult:
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    with open_output(path, binary=True) as fh:
-        np.savez(fh, **arrays)
-    return path
+    """Atomically, replacing only an earlier export (:mod:`distgcn.safe_io`)."""
+    return write_npz(path, EXPORT, **arrays)

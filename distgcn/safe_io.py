@@ -1,20 +1,150 @@
-"""Opening output files without following a symlink planted at the file's name.
+"""The output contract: every file and directory distgcn writes goes through this module.
 
-A symlink at an output name (metrics, weights, a checkpoint's temporary file)
-would redirect the write onto an unrelated file, perhaps one the user cannot
-get back. Writers go through these helpers, which refuse a symlink as the last
-path component (``O_NOFOLLOW``) and turn OS errors into one-line InputErrors.
-Directories the user names may be symlinks (scratch space often is): those
-are the user's choice, not a planted redirection.
+1. **Nothing distgcn did not write is replaced or deleted.** Before a path is
+   written, whatever already has its name must be distgcn's own earlier output
+   *of the same kind*, recognised by its content (:data:`KINDS`), or the write is
+   refused with an InputError naming the path. A metrics file is JSON lines
+   whose first record carries the epoch keys; a weights, export or graph
+   ``.npz`` carries the zip archive comment ``distgcn:KIND`` (a comment, not an
+   extra array, so the arrays and ``len(npz.files)`` stay as documented); a
+   checkpoint starts with its magic header; a report's ``summary.md`` starts
+   with its title and its figures carry a PNG text chunk ``distgcn=report`` (or,
+   written before the marker, are linked from that summary); a partition
+   directory holds a ``meta.json`` with distgcn's keys and nothing but the
+   files ``partition`` writes. ``train`` and ``report`` replace their own output
+   of the same kind at the same path (a re-run); ``partition --out`` needs
+   ``--force`` for that. A file of another kind is always refused.
+2. **Protected paths.** A directory output is never the working directory or
+   one of its ancestors, nor an input of the run or a directory containing one,
+   with or without ``--force``.
+3. **Atomic replacement.** A file is written under a temporary name in its
+   own directory (created ``O_EXCL|O_NOFOLLOW``), fsynced and renamed over the
+   final name; a failure (a full disk, a signal turned into an exception)
+   removes the temporary and leaves the old file whole. A growing file (the
+   metrics) is renamed into place once its first record is written, then
+   appended to. A directory is built under a temporary name; an old one is
+   renamed aside, the new one renamed in, and only then the old one deleted.
+4. **No symlinks.** An output file, or a directory distgcn replaces, that is a
+   symbolic link is refused. A directory the user names to hold outputs
+   (checkpoints, a report, exports) may be a symlink: that is the user's
+   choice of place (scratch space often is one), not a planted redirection.
+5. **One run per checkpoint directory.** :func:`lock_directory` holds an
+   ``flock`` on a lock file in the directory for the life of the process; a
+   second run that wants it is refused (:mod:`distgcn.checkpoint`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import re
+import secrets
+import shutil
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+import numpy as np
+
 from .errors import InputError
+
+SNIFF_BYTES = 1 << 20
+"""How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of output, and how distgcn recognises its own earlier output of that kind."""
+
+    name: str
+    recognise: Callable[[Path], bool]
+    npz_label: str | None = None
+    """For a ``.npz`` kind: the zip comment ``distgcn:LABEL`` that marks it."""
+
+
+def _head(path: Path, size: int = SNIFF_BYTES) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
+
+
+def _is_metrics(path: Path) -> bool:
+    first = _head(path).split(b"\n", 1)[0]
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and {"epoch", "loss", "epoch_s"} <= record.keys()
+
+
+def _npz_comment(path: Path) -> bytes | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.comment
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+
+
+def _npz_kind(name: str, label: str) -> Kind:
+    return Kind(name, lambda path: _npz_comment(path) == f"distgcn:{label}".encode(), label)
+
+
+REPORT_TITLE = "# distgcn report\n"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_MARKER = {"distgcn": "report"}
+"""The PNG text chunk every report figure carries (:func:`distgcn.report.figures`)."""
+
+
+def _is_report_summary(path: Path) -> bool:
+    return _head(path, len(REPORT_TITLE)) == REPORT_TITLE.encode()
+
+
+def _is_report_figure(path: Path) -> bool:
+    head = _head(path, 1 << 16)
+    if not head.startswith(PNG_SIGNATURE):
+        return False
+    if b"tEXtdistgcn\x00report" in head:
+        return True
+    summary = path.with_name("summary.md")  # a figure of a report written before the marker existed
+    return _is_report_summary(summary) and f"]({path.name})" in summary.read_text(errors="replace")
+
+
+PARTITION_FILE = re.compile(r"^(meta\.json|parts\.npy|shard-\d{5,}\.npz)$")
+
+
+def _is_partition(path: Path) -> bool:
+    """meta.json with distgcn's keys, and only files ``partition`` writes."""
+    try:
+        names = [entry.name for entry in path.iterdir()]
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and {"format_version", "partition_id", "parts", "shards"} <= meta.keys()
+            and all(PARTITION_FILE.match(name) for name in names))
+
+
+METRICS = Kind("metrics file", _is_metrics)
+WEIGHTS = _npz_kind("weights file", "weights")
+EXPORT = _npz_kind("predictions export", "export")
+GRAPH = _npz_kind("graph .npz", "graph")
+CHECKPOINT = Kind("checkpoint", lambda path: _head(path, 19) == b"DISTGCN-CHECKPOINT-")
+REPORT_SUMMARY = Kind("report summary", _is_report_summary)
+REPORT_FIGURE = Kind("report figure", _is_report_figure)
+PARTITION = Kind("partition directory", _is_partition)
+KINDS = (METRICS, WEIGHTS, EXPORT, GRAPH, CHECKPOINT, REPORT_SUMMARY, REPORT_FIGURE, PARTITION)
+
+
+def is_output(path: Path, kind: Kind) -> bool:
+    """True if ``path`` is distgcn's own output of ``kind`` (a regular file or directory, no symlink)."""
+    if path.is_symlink():
+        return False
+    wanted = path.is_dir() if kind is PARTITION else path.is_file()
+    return wanted and kind.recognise(path)
 
 
 def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
@@ -30,28 +160,174 @@ def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
     return path
 
 
-def open_new_file(path: Path) -> BinaryIO:
-    """A fresh file for writing; fails if anything (file or symlink) already has the name."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    return os.fdopen(os.open(path, flags, 0o644), "wb")
-
-
-def check_output_path(path: Path) -> None:
-    """Make sure ``path`` can be written later: its directory exists (created) and it is no symlink."""
+def check_target(path: Path, kind: Kind) -> Path:
+    """Refuse to write ``path`` unless it is free or holds distgcn's own ``kind``; create its directory."""
+    path = Path(path)
     if path.is_symlink():
         raise InputError("output file is a symbolic link; refusing to write through it", path=path)
-    if path.exists() and not path.is_file():
-        raise InputError("output exists and is not a regular file", path=path)
+    if path.exists() and not is_output(path, kind):
+        raise InputError(f"exists and is not a distgcn {kind.name}; distgcn never replaces what it did not "
+                         "write: move it away or choose another name", path=path)
     if path.parent.exists() and not path.parent.is_dir():
         raise InputError(f"cannot write: {path.parent} is not a directory", path=path)
     prepare_output_dir(path.parent, what="directory of the output file")
+    return path
 
 
-def open_output(path: Path, *, binary: bool = False, append: bool = False) -> IO:
-    """Open an output file for (over)writing or appending, never through a symlink at its name."""
-    check_output_path(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+def _temporary(path: Path) -> tuple[Path, BinaryIO]:
+    """A new file beside ``path``: a name nothing else has, never through a symlink."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        return os.fdopen(os.open(path, flags, 0o644), ("a" if append else "w") + ("b" if binary else ""))
+        return temporary, os.fdopen(os.open(temporary, flags, 0o644), "w+b")
     except OSError as exc:
         raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+
+
+def _install(temporary: Path, fh: IO, path: Path, kind: Kind) -> None:
+    """Make ``temporary`` durable and rename it over ``path`` (checked again: it may have changed)."""
+    fh.flush()
+    os.fsync(fh.fileno())
+    check_target(path, kind)
+    os.replace(temporary, path)
+    fsync_directory(path.parent)
+
+
+def write_file(path: Path, kind: Kind, fill: Callable[[BinaryIO], None]) -> Path:
+    """Write ``path`` atomically with ``fill(fh)``; the old file stays whole if anything fails."""
+    path = check_target(Path(path), kind)
+    temporary, fh = _temporary(path)
+    try:
+        with fh:
+            fill(fh)
+            _install(temporary, fh, path, kind)
+    except BaseException as exc:
+        temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
+        raise
+    return path
+
+
+def write_text(path: Path, kind: Kind, text: str) -> Path:
+    return write_file(path, kind, lambda fh: fh.write(text.encode()))
+
+
+def write_npz(path: Path, kind: Kind, *args: np.ndarray, **arrays: np.ndarray) -> Path:
+    """``numpy.savez`` atomically, marked as ``kind`` in the zip comment (np.load does not see it)."""
+    assert kind.npz_label is not None, kind
+
+    def fill(fh: BinaryIO) -> None:
+        np.savez(fh, *args, **arrays)
+        fh.seek(0)
+        with zipfile.ZipFile(fh, "a") as archive:
+            archive.comment = f"distgcn:{kind.npz_label}".encode()
+
+    return write_file(path, kind, fill)
+
+
+
+def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
+    """Write ``first`` atomically over ``path`` and return the file open for appending what follows.
+
+    Until ``first`` is complete, the old file is untouched; afterwards the open
+    descriptor keeps writing to the renamed file.
+    """
+    path = check_target(Path(path), kind)
+    temporary, fh = _temporary(path)
+    try:
+        fh.write(first)
+        _install(temporary, fh, path, kind)
+    except BaseException as exc:
+        fh.close()
+        temporary.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
+        raise
+    return fh
+
+
+def remove_output(path: Path, kind: Kind) -> None:
+    """Delete ``path`` only if it is distgcn's own ``kind`` (what is not ours stays)."""
+    if is_output(path, kind):
+        path.unlink(missing_ok=True)
+
+
+def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterable[Path] = (),
+                           flag: str = "--out") -> Path:
+    """Refuse a directory output that is protected, not ours, or (without ``force``) an earlier output."""
+    out = Path(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InputError("output exists and is not a directory; refusing to replace it", path=out)
+    target = out.resolve()
+    cwd = Path.cwd().resolve()
+    if target == cwd or target in cwd.parents:
+        raise InputError("output is the working directory or one of its parents; distgcn never replaces it, "
+                         "even with --force: choose a new directory", path=out)
+    for given in inputs:
+        source = Path(given).resolve()
+        if source == target or target in source.parents:
+            raise InputError(f"output is or contains the input {given}; distgcn never replaces an input, even "
+                             "with --force: choose another directory", path=out)
+    if out.exists() and any(out.iterdir()):
+        if not is_output(out, kind):
+            raise InputError(f"exists and is not a distgcn {kind.name} (it holds files distgcn did not write); "
+                             "distgcn never replaces it, even with --force: choose another directory", path=out)
+        if not force:
+            raise InputError(f"exists and holds an earlier {kind.name} (pass --force to replace it)", path=out)
+    prepare_output_dir(out.parent, what=f"parent directory of {flag}")
+    return out
+
+
+def replace_directory(staging: Path, out: Path, kind: Kind, *, force: bool, inputs: Iterable[Path] = ()) -> None:
+    """Rename the finished ``staging`` to ``out``; an old ``out`` is renamed aside first, deleted last."""
+    check_directory_target(out, kind, force=force, inputs=inputs)
+    aside = None
+    if out.exists():
+        aside = out.with_name(f".{out.name}.{secrets.token_hex(4)}.old")
+        os.rename(out, aside)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside, out)
+        raise
+    fsync_directory(out.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename durable: the directory entry itself must reach the disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+LOCK_NAME = ".distgcn.lock"
+_held: dict[Path, int] = {}
+"""Directories this process has locked: file descriptors kept open until the process ends."""
+
+
+def lock_directory(directory: Path, what: str) -> None:
+    """Hold an exclusive lock on ``directory`` for this process; refuse if another process holds it.
+
+    The lock file stays (empty) after the run: deleting it would let two runs lock different files.
+    """
+    key = Path(directory).resolve()
+    if key in _held:
+        return
+    lock = key / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise InputError(f"cannot create the lock file of the {what} ({exc.strerror})", path=lock) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise InputError(f"the {what} is in use by another run; wait for it to end or choose another directory",
+                         path=directory) from None
+    _held[key] = fd

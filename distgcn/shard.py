@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import InputError
+from .memory import check_npz_arrays
 
 FORMAT_VERSION = 2
 
@@ -122,6 +123,8 @@ class Shard:
                     kwargs[f.name] = arrays[f.name]
         except KeyError as exc:
             raise InputError(f"shard lacks the array {exc.args[0]!r}", path=source) from None
+        except (TypeError, ValueError) as exc:  # an array of the wrong shape or type for its field
+            raise InputError(f"shard holds a malformed array ({exc})", path=source) from None
         return cls(**kwargs)
 
     def save(self, path: str | Path) -> str:
@@ -134,16 +137,22 @@ class Shard:
     @classmethod
     def load(cls, path: str | Path) -> Shard:
         path = Path(path)
-        if not path.is_file():
-            raise InputError("shard file not found", path=path)
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, EOFError) as exc:
-            raise InputError(f"cannot read shard ({exc})", path=path) from None
-        except Exception as exc:  # zipfile.BadZipFile and friends
-            raise InputError(f"cannot read shard ({type(exc).__name__}: {exc})", path=path) from None
-        return cls.from_arrays(arrays, source=str(path))
+        return cls.from_arrays(read_arrays(path), source=str(path))
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a shard file, unverified (:meth:`Shard.from_arrays` checks them)."""
+    if not path.is_file():
+        raise InputError("shard file not found", path=path)
+    check_npz_arrays(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"cannot read shard ({exc})", path=path) from None
+    except Exception as exc:  # zipfile.BadZipFile and friends
+        raise InputError(f"cannot read shard ({type(exc).__name__}: {exc})", path=path) from None
+    return arrays
 
 
 def _checksum(arrays: dict[str, np.ndarray]) -> str:

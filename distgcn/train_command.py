@@ -8,18 +8,16 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import numpy as np
-
-from .checkpoint import RunIdentity, checkpoint_dir, newest_checkpoint, save_checkpoint
+from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
 from .distribute import build_and_scatter, load_own_shard, read_meta
-from . import memory
+from . import memory, signals
 from .errors import InputError
 from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, set_threads
 from .launcher import make_transport
 from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from .prepare import GraphOptions
 from .progress import Progress
-from .safe_io import check_output_path, open_output
+from .safe_io import WEIGHTS, check_target, write_npz
 from .spmm import choose_kernel
 from .minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
 from .sampling.cli_options import sampler_spec
@@ -63,7 +61,9 @@ def run_train(args: argparse.Namespace) -> int:
     if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
         raise InputError("--resume and --checkpoint-every need --checkpoint-dir D")
     config = _config(args)
+    signals.defer_warning()  # the scheduler's warning ends training at an epoch boundary, after a checkpoint
     transport = make_transport(args.backend)
+    signals.attach_job(transport.rank, transport.size, transport.abort)
     try:
         code = _train(args, config, transport, minibatch)
     except CollectiveInputError as exc:
@@ -99,7 +99,7 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
                                       vertex_order=args.vertex_order or "rcm")
 
     if args.save_weights:  # a bad path must fail now, not after the training it would have saved
-        agree(transport, lambda: check_output_path(Path(args.save_weights)) if root else None)
+        agree(transport, lambda: check_target(Path(args.save_weights), WEIGHTS) if root else None)
     run = _run_header(args, shard, config, transport, threads, kernel) if root else None
     if run is not None and minibatch is not None:
         run["minibatch"] = dict(vars(minibatch))
@@ -107,12 +107,19 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
     agree(transport, lambda: _check_memory(shard, config, transport))
     trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel, minibatch, progress))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
-    directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir)) if args.checkpoint_dir else None
+    directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir, resume=args.resume, owner=root)
+                      ) if args.checkpoint_dir else None
     if args.resume:
         _resume(trainer, transport, directory, identity)
     resume_after = trainer.completed_epochs if args.resume else None
     writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None, run, resume_after))
     last: dict = {}
+    saved_epoch = None
+
+    def checkpoint(epoch: int) -> None:
+        agree(transport, lambda: save_checkpoint(directory, epoch, trainer.state_dict(), identity,
+                                                 args.checkpoint_keep) if root else None)
+
     with progress.phase("training", total=config.epochs - trainer.completed_epochs) as phase:
         for record in trainer.epochs():
             last = record
@@ -126,8 +133,18 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
             epoch = record["epoch"]
             if directory is not None and args.checkpoint_every and (
                     epoch % args.checkpoint_every == 0 or epoch == config.epochs):
-                agree(transport, lambda: save_checkpoint(directory, epoch, trainer.state_dict(), identity,
-                                                         args.checkpoint_keep) if root else None)
+                checkpoint(epoch)
+                saved_epoch = epoch
+            if epoch < config.epochs and _warned(transport):  # every rank stops after this same epoch
+                if directory is not None and saved_epoch != epoch:
+                    checkpoint(epoch)
+                phase.finish(f"stopped after epoch {epoch} of {config.epochs} at the scheduler's warning")
+                if root:
+                    writer.close()
+                    kept = f"checkpoint of epoch {epoch} in {directory}" if directory is not None else \
+                        f"stopped after epoch {epoch}, no --checkpoint-dir"
+                    signals.report(signals.WARNING_SIGNAL, what=f"{kept}; the job stops")
+                return signals.exit_code(signals.WARNING_SIGNAL)
     if root:
         writer.close()
     if args.save_weights:
@@ -141,9 +158,13 @@ def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: 
     return 0
 
 
+def _warned(transport) -> bool:
+    """Whether any rank has received the scheduler's warning (one small reduction per epoch, all ranks alike)."""
+    return transport.allreduce([float(signals.warning_received())], op="max")[0] > 0
+
+
 def _save_weights(path: Path, trainer: Trainer) -> None:
-    with open_output(path, binary=True) as fh:
-        np.savez(fh, *trainer.weights())
+    write_npz(path, WEIGHTS, *trainer.weights())
 
 
 def _resume(trainer: Trainer, transport, directory, identity: RunIdentity) -> None:
@@ -162,10 +183,19 @@ def _resume(trainer: Trainer, transport, directory, identity: RunIdentity) -> No
                                    f"{int(high)}): put --checkpoint-dir on a filesystem every rank sees",
                                    printed_here=root)
     if contents is not None:
-        trainer.load_state_dict(contents["state"])
+        agree(transport, lambda: _load_state(trainer, contents["state"], checkpoint_path(directory, epoch)))
     if root:  # shown even with --quiet: a log must say where a resumed run started
         print(f"resuming after epoch {epoch} from {directory}" if contents is not None
               else f"no checkpoint in {directory}; starting at epoch 1", flush=True)
+
+
+def _load_state(trainer: Trainer, state: dict, path: Path) -> None:
+    """Restore a verified checkpoint's state; one whose contents do not fit this model is bad input, not a crash."""
+    try:
+        trainer.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise InputError(f"checkpoint state does not fit this run ({type(exc).__name__}: {exc}); "
+                         "move the file away to resume from the previous one", path=path) from None
 
 
 def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport, threads: int, kernel: str) -> dict:

@@ -9,8 +9,9 @@ The directory is the hand-off to the runtime (one on-disk format):
 - ``shard-RRRRR.npz``: one file per rank (see :mod:`distgcn.shard`).
 
 The directory is written under a temporary name and renamed at the end, so
-a failed or interrupted run never leaves a half-written partition, and an
-existing directory is never overwritten unless asked.
+a failed or interrupted run never leaves a half-written partition; an
+existing directory is replaced only if it is an earlier partition and
+``--force`` asks for it (:mod:`distgcn.safe_io`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.distribute import META_FILE, shard_filename
-from distgcn.errors import InputError
+from distgcn.distribute import META_FILE, PARTS_FILE, file_sha256, shard_filename
 from distgcn.graph import Graph
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
-from distgcn.safe_io import prepare_output_dir
+from distgcn.safe_io import PARTITION, check_directory_target, replace_directory
 from distgcn.sampling.cli_options import SamplerSpec
 
 from .metrics import partition_metrics
@@ -52,7 +52,8 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     ``vertex_order`` numbers each shard's rows (:func:`partition.shards.local_orders`);
     ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
     """
-    out = check_output(out, force)  # fail before the long work, not after
+    inputs = input_paths(options.spec, parts_file)
+    out = check_output(out, force, inputs)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
@@ -67,7 +68,8 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
                      f"imbalance {metrics['imbalance']:.3f}")
-    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress, vertex_order)
+    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress, vertex_order,
+                          force=force, inputs=inputs)
 
 
 def graph_source(options: GraphOptions) -> dict:
@@ -76,23 +78,28 @@ def graph_source(options: GraphOptions) -> dict:
             "random_features_seed": options.seed if options.features else None}
 
 
-def check_output(out: str | Path, force: bool) -> Path:
-    """Refuse an output that is a file, a symlink, or (without ``force``) a non-empty directory."""
-    out = Path(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise InputError("output exists and is not a directory; refusing to replace it", path=out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise InputError("output exists and is not an empty directory (pass --force to replace it)", path=out)
-    prepare_output_dir(out.parent, what="parent directory of --out")
-    return out
+def input_paths(spec: str | None, *more: str | Path | None) -> list[Path]:
+    """The files a run reads (a graph spec that names a path, a parts file): never to be replaced."""
+    paths = [Path(spec)] if spec and not spec.startswith("synthetic:") else []
+    return paths + [Path(p) for p in more if p is not None]
+
+
+def check_output(out: str | Path, force: bool, inputs: list[Path] | None = None) -> Path:
+    """Refuse an output that is not free, not an earlier partition, or (without ``force``) any earlier one.
+
+    Never the working directory, one of its parents, or an input (:mod:`distgcn.safe_io`).
+    """
+    return check_directory_target(Path(out), PARTITION, force=force, inputs=inputs or [])
 
 
 def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
-                   source: dict, progress: Progress, vertex_order: str = "rcm") -> dict:
+                   source: dict, progress: Progress, vertex_order: str = "rcm", *, force: bool = False,
+                   inputs: list[Path] | None = None) -> dict:
     """Write the directory of a graph already partitioned and measured; return its meta.json contents.
 
     ``source`` says how the graph was read (``spec``, ``symmetrize``, ``feature_norm``,
-    ``random_features_seed``); the caller has checked ``out`` with :func:`check_output`.
+    ``random_features_seed``); the caller has checked ``out`` with :func:`check_output` (with the same
+    ``force`` and ``inputs``: the check is repeated before an old directory is replaced).
     """
     nparts = int(metrics["parts"])
     fingerprint = graph.fingerprint()
@@ -142,12 +149,11 @@ def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndar
             "partition_info": info,
             "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},
             **metrics,
+            "parts_sha256": file_sha256(staging / PARTS_FILE),
             "shards": shards,
         }
         (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -6,9 +6,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distgcn.distribute import read_meta, shard_filename
+from distgcn.distribute import check_plan, load_listed_shard, read_meta, verify_parts_file
 from distgcn.errors import InputError
-from distgcn.memory import ModelShape, model_widths, predict, shard_sizes
+from distgcn.memory import ModelShape, model_widths, predict, sizes_of
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
@@ -25,13 +25,19 @@ class ModelOptions:
     dropout: float = 0.5
 
 
-def memory_json(directory: Path, parts: int, options: ModelOptions) -> list[dict]:
-    """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data)."""
+def memory_json(directory: Path, meta: dict, options: ModelOptions) -> list[dict]:
+    """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data).
+
+    Each shard is read whole and verified against meta.json, not just its headers: what is reported on
+    must be what training would read.
+    """
     if options.layers < 2:
         raise InputError(f"--layers: expected at least 2, got {options.layers}")
     ranks = []
-    for rank in range(parts):
-        sizes = shard_sizes(directory / shard_filename(rank))
+    for rank in range(meta["parts"]):
+        shard = load_listed_shard(directory, meta, rank)
+        check_plan(shard)
+        sizes = sizes_of(shard)
         try:
             widths = model_widths(sizes.features, sizes.classes, options.layers, options.hidden)
         except ValueError as exc:
@@ -45,9 +51,10 @@ def memory_json(directory: Path, parts: int, options: ModelOptions) -> list[dict
 
 def stats_json(directory: str | Path, options: ModelOptions = ModelOptions()) -> dict:
     meta = read_meta(Path(directory))
+    verify_parts_file(Path(directory), meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": asdict(options), "ranks": memory_json(Path(directory), int(meta["parts"]), options)}
+    out["memory"] = {"model": asdict(options), "ranks": memory_json(Path(directory), meta, options)}
     return out
 
 

@@ -45,6 +45,13 @@ def write(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def user_directory(directory: Path) -> Path:
+    """A directory holding a file of the user's (what partition --force must not replace)."""
+    (directory / "notes").mkdir()
+    write(directory / "notes", "keep.txt", "mine")
+    return directory / "notes"
+
+
 def write_bytes(directory: Path, name: str, data: bytes) -> Path:
     path = directory / name
     path.write_bytes(data)
@@ -204,9 +211,9 @@ CASES = [
     Case("partition-out-unwritable", "partition --out under a regular file",
          lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
                     *TRAIN[:4], "--out", str(in_the_way(d) / "out")], "parent directory of --out is not a directory"),
-    Case("partition-out-exists", "partition --out naming a non-empty directory",
+    Case("partition-out-exists", "partition --out naming a directory of the user's, with --force",
          lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
-                    *TRAIN[:4], "--out", str(write(d, "keep.txt", "x").parent)], "--force"),
+                    *TRAIN[:4], "--out", str(user_directory(d)), "--force"], "even with --force"),
     Case("partition-out-is-a-file", "partition --out naming a regular file, with --force",
          lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
                     *TRAIN[:4], "--out", str(write(d, "results.csv", "precious")), "--force"],

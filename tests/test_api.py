@@ -170,7 +170,7 @@ def test_partition_equals_the_command_line(tmp_path):
     assert {k: split.metrics[k] for k in ("volume", "messages", "edge_cut")} == \
         {k: cli_meta[k] for k in ("volume", "messages", "edge_cut")}
     np.testing.assert_array_equal(np.load(tmp_path / "api" / "parts.npy"), np.load(tmp_path / "cli" / "parts.npy"))
-    with pytest.raises(InputError, match="not an empty directory"):
+    with pytest.raises(InputError, match="holds an earlier partition directory"):
         split.write(tmp_path / "api")
 
 

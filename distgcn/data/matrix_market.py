@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
+from distgcn.memory import check_declared_size
 from distgcn.graph import Graph
 
 _LINE_PREFIX = re.compile(r"^\s*Line (\d+):\s*")
@@ -63,7 +64,7 @@ def _check_size_line(path: Path) -> None:
     non-square matrix is no adjacency, so both are refused from the header.
     """
     try:
-        rows, cols, entries, layout, _field, _symmetry = scipy.io.mminfo(str(path))
+        rows, cols, entries, layout, _field, symmetry = scipy.io.mminfo(str(path))
     except Exception as e:  # noqa: BLE001 - scipy reports a bad header with several exception types
         raise InputError(f"invalid Matrix Market header: {' '.join(str(e).split()) or type(e).__name__}",
                          path=path) from None
@@ -74,6 +75,28 @@ def _check_size_line(path: Path) -> None:
     if layout == "array" and rows * cols > MAX_DENSE_ENTRIES:
         raise InputError(f"dense 'array' layout of {rows} x {cols} entries (limit {MAX_DENSE_ENTRIES}); "
                          "store a graph this large in the 'coordinate' layout", path=path)
+    stored = rows * cols if layout == "array" else entries
+    check_declared_size(
+        path, _size_line_number(path), f"header declares {rows} vertices and {stored} entries", vertices=rows,
+        entries=stored * (1 if symmetry == "general" else 2),
+        min_file_bytes=stored * (MIN_ARRAY_ENTRY_BYTES if layout == "array" else MIN_ENTRY_BYTES),
+        file_bytes=None if path.name.endswith(".gz") else path.stat().st_size)
+
+
+MIN_ENTRY_BYTES = 4
+"""The shortest coordinate entry line: ``i j`` and a newline."""
+MIN_ARRAY_ENTRY_BYTES = 2
+"""The shortest dense entry line: one digit and a newline."""
+
+
+def _size_line_number(path: Path) -> int | None:
+    """The 1-based line of the size line: the first after the banner that is not a comment."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            if number > 1 and not line.startswith(b"%") and line.strip():
+                return number
+    return None
 
 
 def _check_banner(path: Path) -> None:

@@ -22,12 +22,14 @@ from distgcn.data._text import read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
+from distgcn.memory import check_declared_size
 from distgcn.graph import Graph
 
 
 def load_metis(path: Path, *, name: str | None = None) -> Graph:
     """Read a METIS graph file into a Graph without features."""
-    tokens = tokenize_ints(read_bytes(path), path, comment=b"%", what="an integer")
+    data = read_bytes(path)
+    tokens = tokenize_ints(data, path, comment=b"%", what="an integer")
     per_line = np.bincount(tokens.line, minlength=tokens.num_lines)
     content = np.flatnonzero(per_line > 0)
     if content.size == 0:
@@ -35,6 +37,9 @@ def load_metis(path: Path, *, name: str | None = None) -> Graph:
     header_line = int(content[0])
     header = tokens.values[tokens.line == header_line]
     n, m, skip, stride = _parse_header(header, path, header_line + 1)
+    # a vertex's line is at least a newline; each undirected edge is listed twice, each id and separator 2 bytes
+    check_declared_size(path, header_line + 1, f"header declares {n} vertices and {m} edges", vertices=n,
+                        entries=2 * m, min_file_bytes=n + 4 * m, file_bytes=len(data))
 
     # Every non-comment line after the header is the adjacency line of the next vertex.
     is_vertex_line = ~tokens.ignored

@@ -19,6 +19,8 @@ from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
 from distgcn.graph import Graph
+from distgcn.memory import check_npz_arrays
+from distgcn.safe_io import GRAPH, write_npz
 
 _REQUIRED = ("adj_indptr", "adj_indices", "adj_shape", "vertex_ids")
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -38,15 +40,13 @@ def save_npz(graph: Graph, path: str | Path) -> None:
         value = getattr(graph, key)
         if value is not None:
             arrays[key] = np.asarray(value)
-    try:
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
-    except OSError as e:
-        raise InputError(f"cannot write graph ({e.strerror or e})", path=path) from None
+    write_npz(Path(path), GRAPH, **arrays)  # replaces only a graph distgcn wrote (distgcn.safe_io)
 
 
 def load_npz(path: Path, *, symmetrize: bool = False) -> Graph:
     """Read a graph written by :func:`save_npz` (or by anything producing the same keys)."""
+    if path.is_file():
+        check_npz_arrays(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = [key for key in _REQUIRED if key not in archive.files]

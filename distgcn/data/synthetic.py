@@ -42,6 +42,7 @@ from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import random_training_data, split_masks
 from distgcn.errors import InputError
 from distgcn.graph import Graph
+from distgcn.memory import check_declared_size
 
 PREFIX = "synthetic:"
 SBM_SPLIT = (0.1, 0.2, 0.7)
@@ -140,6 +141,7 @@ def load_synthetic(
         params[name] = value
     if params["seed"] is None:
         params["seed"] = seed
+    _check_size(spec, kind, params)
     try:
         if kind == "sbm":
             graph = sbm(**params)
@@ -150,6 +152,18 @@ def load_synthetic(
         raise InputError(f"synthetic spec {spec!r}: {e}") from None
     require_edges(graph.adj, spec)
     return graph
+
+
+def _check_size(spec: str, kind: str, params: dict[str, object]) -> None:
+    """Refuse, before generating, a graph whose edges and float32 features cannot fit this node's memory."""
+    if kind == "sbm":
+        n, edges = int(params["n"]), int(round(int(params["n"]) * float(params["avg_degree"])))  # both directions
+        declared = f"sbm n={n}, avg_degree={params['avg_degree']:g}, features={params['features']}"
+    else:
+        n, edges = 1 << int(params["scale"]), int(params["edge_factor"]) << int(params["scale"])
+        declared = f"rmat scale={params['scale']}, edge_factor={params['edge_factor']}, features={params['features']}"
+    check_declared_size(spec, None, f"the spec declares {declared}", vertices=n, entries=edges,
+                        extra_bytes=4 * n * int(params["features"]))
 
 
 def _explicit_keys(spec: str) -> set[str]:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
+from ..safe_io import prepare_output_dir
 
 INPUT_HELP = ("a metrics file (--metrics of 'distgcn train') or a partition directory; append "
               "@key=value,... to name or complete it (keys: label, ranks, model, graph), e.g. "
@@ -19,7 +20,7 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
         description="Render PNG figures (curves, time split, strong scaling, partition model comparison, "
                     "communication matrix, per-rank balance) and summary.md into DIR.")
     report.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
-    report.add_argument("--out", required=True, metavar="DIR", help="output directory (created; files replaced)")
+    report.add_argument("--out", required=True, metavar="DIR", help="output directory (created; an earlier report's files are replaced, nothing else)")
     report.set_defaults(handler=run_report)
 
 
@@ -33,11 +34,7 @@ def run_report(args: argparse.Namespace) -> int:
     from .summary import write_summary
 
     runs, partitions = load_inputs(args.inputs)
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the output directory ({exc.strerror})", path=out) from None
+    out = prepare_output_dir(Path(args.out), what="report directory")
     figures = render_all(runs, partitions, out)
     summary = write_summary(runs, partitions, figures, out)
     for _, path in figures:

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator
 
+from ..safe_io import PNG_MARKER, REPORT_FIGURE, write_file
 from .analysis import describe, model_groups, scaling_series
 from .inputs import Partition, Run
 
@@ -33,8 +34,8 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, format="png", dpi=DPI)
-    return path
+    """Atomically, marked as distgcn's, replacing only an earlier report's figure (:mod:`distgcn.safe_io`)."""
+    return write_file(path, REPORT_FIGURE, lambda fh: fig.savefig(fh, format="png", dpi=DPI, metadata=PNG_MARKER))
 
 
 def slug(text: str) -> str:

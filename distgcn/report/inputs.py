@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..distribute import read_meta, shard_filename
+from ..distribute import check_plan, load_listed_shard, read_meta, verify_parts_file
 from ..errors import InputError
+from ..schema import EPOCH_KEYS, finite_or_nan, validate_metrics_line  # noqa: F401 - EPOCH_KEYS for callers
 
-EPOCH_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_s", "compute_s", "comm_wait_s",
-              "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows", "spmm_exchanges")
 ANNOTATIONS = ("label", "ranks", "model", "graph")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
 MODEL_ORDER = ("RP", "GP", "HP", "SHP", "contiguous", "external")
@@ -125,18 +124,14 @@ def load_run(path: Path, annotations: dict[str, str]) -> Run:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not a JSON line ({exc.msg})", path=path, line=number) from None
-        if not isinstance(record, dict):
-            raise InputError("expected a JSON object per line", path=path, line=number)
-        if isinstance(record.get("run"), dict) and not header:
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InputError(f"not a JSON line ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
+                             line=number) from None
+        validate_metrics_line(record, f"{path}:{number}")
+        if "run" in record and not header:
             header = record["run"]
-        if "epoch" not in record and "run" in record:
-            continue  # a header line on its own
-        missing = [key for key in EPOCH_KEYS if key not in record]
-        if missing:
-            raise InputError(f"not a distgcn metrics record (lacks {', '.join(missing)})", path=path, line=number)
-        records.append(record)
+        if "epoch" in record:
+            records.append(finite_or_nan(record))
     if not records:
         raise InputError("no epoch records in the metrics file", path=path)
     graph = header.get("graph") or {}
@@ -152,23 +147,19 @@ def load_run(path: Path, annotations: dict[str, str]) -> Run:
 
 
 def load_partition(path: Path, annotations: dict[str, str]) -> Partition:
-    """Read meta.json and, from each shard, only its send plan and row pointers (not the features)."""
+    """Read meta.json and every shard, each verified against meta.json; keep the plans and the loads."""
     meta = read_meta(path)
-    nparts = int(meta["parts"])
+    verify_parts_file(path, meta)
+    nparts = meta["parts"]
     comm = np.zeros((nparts, nparts), dtype=np.int64)
     nonzeros = np.zeros(nparts, dtype=np.int64)
     owned = np.zeros(nparts, dtype=np.int64)
-    names = {s.get("rank"): s.get("file") for s in meta.get("shards", [])}
     for rank in range(nparts):
-        shard_path = path / (names.get(rank) or shard_filename(rank))
-        try:
-            with np.load(shard_path, allow_pickle=False) as npz:
-                comm[rank, npz["send_peers"]] = np.diff(npz["send_offsets"])
-                owned_ptr, halo_ptr = npz["owned_block.indptr"], npz["halo_block.indptr"]
-        except (OSError, ValueError, KeyError, EOFError) as exc:
-            raise InputError(f"cannot read the shard's plan ({exc})", path=shard_path) from None
-        nonzeros[rank] = int(owned_ptr[-1]) + int(halo_ptr[-1])
-        owned[rank] = owned_ptr.shape[0] - 1
+        shard = load_listed_shard(path, meta, rank)
+        check_plan(shard)
+        comm[rank, shard.send_peers] = np.diff(shard.send_offsets)
+        nonzeros[rank] = shard.owned_block.nnz + shard.halo_block.nnz
+        owned[rank] = shard.n_owned
     if "model" in annotations:
         meta = {**meta, "model": annotations["model"]}
     if "graph" in annotations:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..safe_io import REPORT_SUMMARY, REPORT_TITLE, write_text
 from .analysis import describe, scaling_series
 from .inputs import Partition, Run
 
@@ -49,7 +50,7 @@ def partition_rows(partitions: list[Partition]) -> list[list[object]]:
 
 def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> str:
     """The whole summary as markdown text (figure links relative to ``out``)."""
-    parts = ["# distgcn report", ""]
+    parts = [REPORT_TITLE.rstrip("\n"), ""]
     if runs:
         parts += ["## Runs", "",
                   "Times are medians over epochs, leaving out the first (warm-up) when a run has three or more; "
@@ -86,6 +87,5 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
 
 
 def write_summary(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> Path:
-    path = out / "summary.md"
-    path.write_text(render(runs, partitions, figures, out))
-    return path
+    """Write summary.md atomically, replacing only an earlier report's (:mod:`distgcn.safe_io`)."""
+    return write_text(out / "summary.md", REPORT_SUMMARY, render(runs, partitions, figures, out))

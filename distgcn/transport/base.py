@@ -71,6 +71,6 @@ class Transport(Protocol):
         """Leave the job cleanly, all ranks together, after the last communication."""
         ...
 
-    def abort(self) -> NoReturn:
-        """End the whole job now, from any one rank, so no other rank waits forever."""
+    def abort(self, code: int = 1) -> NoReturn:
+        """End the whole job now, from any one rank (any thread), so no other rank waits forever; exit ``code``."""
         ...

@@ -86,6 +86,10 @@ class TorchDistTransport:
         # teardown ("terminate called without an active exception"); close() is the collective way
         # out, and this is the fallback for library users who never call it.
         atexit.register(_destroy_group)
+        if _mpi_running():  # started under mpiexec: MPI told each rank where the rendezvous is
+            from .mpi import unlink_shared_memory_files
+
+            unlink_shared_memory_files()
 
     def close(self) -> None:
         """Wait until every rank is done, then take the process group down while Python still runs."""
@@ -129,10 +133,22 @@ class TorchDistTransport:
         hosts = self.allgather_object(socket.gethostname())
         return hosts.count(hosts[self.rank])
 
-    def abort(self) -> NoReturn:
-        # torch.distributed has no MPI_Abort: leave at once without cleanup; the
-        # launcher (torchrun, srun, mpiexec) then stops the other ranks, and any
-        # rank still blocked on this one sees its connection close and fails too.
+    def abort(self, code: int = 1) -> NoReturn:
         sys.stderr.flush()
         sys.stdout.flush()
-        os._exit(1)
+        if _mpi_running():  # under mpiexec: MPI_Abort ends every rank at once, with this code
+            from mpi4py import MPI
+
+            from .mpi import abort_mpi_job
+
+            abort_mpi_job(MPI.COMM_WORLD, code)
+        # torch.distributed has no MPI_Abort: leave at once without cleanup; the
+        # launcher (torchrun, srun) then stops the other ranks, and any rank still
+        # blocked on this one sees its connection close and fails too.
+        os._exit(code)
+
+
+def _mpi_running() -> bool:
+    """Whether this process initialized MPI (and has not finalized it), without initializing it."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()

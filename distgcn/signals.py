@@ -1,0 +1,217 @@
+"""Signals end the whole job: one line on stderr, exit status 128 + the signal's number, nothing left behind.
+
+SIGINT, SIGTERM and SIGHUP stop a command at once. SIGUSR1 is the warning a
+scheduler sends before a time limit or a pre-emption (``sbatch --signal``):
+``train`` finishes the epoch it is in, writes a checkpoint when it has a
+--checkpoint-dir, and every rank exits together (see :func:`warning_received`);
+any other command stops at once, as for the other three.
+
+A Python signal handler runs only in the main thread, between bytecodes: a
+rank blocked in an MPI wait would never run it while its peers wait for it.
+So the C-level handler also writes the signal's number to a pipe
+(``signal.set_wakeup_fd``), and a watcher thread reading it acts whatever the
+main thread is doing:
+
+- one process (no job attached): the Python handler raises
+  :class:`Interrupted` in the main thread, so ``finally`` blocks and
+  ``except BaseException`` cleanups (a partition's staging directory) run and
+  :func:`distgcn.cli.main` prints the line; the watcher exits the process hard
+  if that has not happened within :data:`GRACE_S` seconds (the main thread
+  stuck in a C call that releases the GIL).
+- a job of several ranks (:func:`attach_job`): the watcher prints the line and
+  aborts the job (MPI_Abort where MPI runs, which ends every rank). A launcher
+  forwards its signal to every rank, so rank 0 acts at once and the others
+  only after :data:`PEER_DELAY_S`, by when rank 0's abort has usually ended
+  them: one line for the job, whichever rank or launcher was signalled.
+
+A C call that holds the GIL (rare; none of MPI's or torch's waits) delays all
+of this until it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WARNING_SIGNAL = signal.SIGUSR1
+GRACE_S = 5.0
+"""How long a single process may take to unwind (clean up) after a signal before it is ended hard."""
+PEER_DELAY_S = 1.0
+"""How long a rank other than 0 waits before aborting, so that rank 0 reports a signal every rank received."""
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+"""Exit status when stdout is closed early (``distgcn stats DIR | head -1``): what a program killed by SIGPIPE gives."""
+
+
+def exit_code(signum: int) -> int:
+    """The documented exit status for a run ended by ``signum``: 128 + its number, as a shell reports it."""
+    return 128 + signum
+
+
+def describe(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+class Interrupted(BaseException):
+    """Raised in the main thread of a single process on a stop signal (a BaseException: not 'unexpected')."""
+
+    def __init__(self, signum: int):
+        super().__init__(describe(signum))
+        self.signum = signum
+
+
+@dataclass
+class _Job:
+    rank: int
+    size: int
+    abort: Callable[[int], NoReturn]
+    """Ends every rank of the job with this exit status."""
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.write_fd: int | None = None
+        """The wakeup pipe's end (one pipe and one watcher thread per process, made on first use)."""
+        self.reset()
+
+    def reset(self) -> None:
+        self.job: _Job | None = None
+        self.defer_warning = False
+        self.warning = threading.Event()
+        self.stopping: int | None = None
+        """The first stop signal received; later ones change nothing."""
+        self.raised = False
+        self.reported = False
+        self.deadline_set = False
+
+
+_state = _State()
+
+
+def install() -> Callable[[], None]:
+    """Take over SIGINT, SIGTERM, SIGHUP and SIGUSR1 (from the main thread; else do nothing); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    if _state.write_fd is None:
+        read_fd, _state.write_fd = os.pipe()
+        os.set_blocking(_state.write_fd, False)
+        threading.Thread(target=_watch, args=(read_fd,), name="distgcn-signals", daemon=True).start()
+    _state.reset()
+    previous_fd = signal.set_wakeup_fd(_state.write_fd, warn_on_full_buffer=False)
+    previous = {signum: signal.signal(signum, _python_handler) for signum in (*STOP_SIGNALS, WARNING_SIGNAL)}
+
+    def restore() -> None:  # for callers of cli.main inside a longer-lived process (tests, notebooks)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(previous_fd)
+
+    return restore
+
+
+def attach_job(rank: int, size: int, abort: Callable[[int], NoReturn]) -> None:
+    """From now on a stop signal aborts the whole job through ``abort`` (given the exit status).
+
+    Call it once the transport has started: the handlers are installed again, since
+    a communication library may have taken a signal over meanwhile (UCX, under
+    MPICH, takes SIGHUP to switch its logging to debug).
+    """
+    _state.job = _Job(rank, size, abort) if size > 1 else None
+    if _state.write_fd is not None and threading.current_thread() is threading.main_thread():
+        for signum in (*STOP_SIGNALS, WARNING_SIGNAL):
+            signal.signal(signum, _python_handler)
+
+
+def defer_warning() -> None:
+    """SIGUSR1 no longer stops at once: the caller polls :func:`warning_received` at safe points (epochs)."""
+    _state.defer_warning = True
+
+
+def warning_received() -> bool:
+    """Whether the scheduler's warning (SIGUSR1) has arrived; ranks agree on it with one reduction."""
+    return _state.warning.is_set()
+
+
+def stop_pending() -> int | None:
+    """The stop signal this process is ending for, if any (a failure meanwhile is its consequence, not news)."""
+    return _state.stopping
+
+
+def report(signum: int, rank: int | None = None, what: str = "the job stops") -> None:
+    """Print the one line that says why the run ends (once per process, from any thread)."""
+    with _state.lock:
+        if _state.reported:
+            return
+        _state.reported = True
+    where = f" (rank {rank})" if rank is not None else ""
+    line = f"distgcn: interrupted by {describe(signum)}{where}; {what} (exit {exit_code(signum)})\n"
+    try:
+        os.write(2, line.encode())
+    except OSError:
+        pass
+
+
+def _stops_now(signum: int) -> bool:
+    return signum in STOP_SIGNALS or not _state.defer_warning
+
+
+def _python_handler(signum: int, frame: object) -> None:
+    if signum == WARNING_SIGNAL:
+        _state.warning.set()
+    if not _stops_now(signum) or _state.job is not None:
+        return  # a deferred warning, or a job the watcher thread takes down
+    with _state.lock:
+        first = not _state.raised
+        _state.raised = True
+        _state.stopping = signum if _state.stopping is None else _state.stopping
+    if first:  # once: a second signal must not interrupt the cleanup the first one started
+        raise Interrupted(signum)
+
+
+def _watch(read_fd: int) -> None:
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except InterruptedError:
+            continue
+        for signum in data:
+            if signum == WARNING_SIGNAL:
+                _state.warning.set()
+            if _stops_now(signum):
+                with _state.lock:
+                    _state.stopping = signum if _state.stopping is None else _state.stopping
+                _stop(signum)
+
+
+def _stop(signum: int) -> None:
+    job = _state.job
+    if job is None:
+        if not _state.deadline_set:
+            _state.deadline_set = True
+            threading.Thread(target=_exit_after_grace, args=(signum,), daemon=True).start()
+        return
+    if job.rank != 0:
+        time.sleep(PEER_DELAY_S)
+    report(signum, job.rank)
+    _silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
+    job.abort(exit_code(signum))
+
+
+def _silence_stderr() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _exit_after_grace(signum: int) -> None:
+    time.sleep(GRACE_S)
+    report(signum)
+    os._exit(exit_code(signum))  # no flush: the stuck main thread may hold stdout's lock

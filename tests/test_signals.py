@@ -1,0 +1,233 @@
+"""Signals end the whole job, from whichever rank or launcher gets them (distgcn.signals).
+
+Real mpiexec jobs, real signals: the job is gone within seconds, with exit
+status 128 + the signal's number, one 'interrupted' line and no traceback, no
+process and no MPICH shared-memory file left; the scheduler's warning
+(SIGUSR1) first writes a checkpoint that --resume continues from. Also the
+single-process commands: a signalled `partition` leaves no staging directory,
+and `stats | head -1` ends quietly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, mpiexec, run_distgcn
+from test_faults import alive, descendants, rank_pid
+from test_slurm_resume import assert_finished_like_uninterrupted, submit, wait_for_checkpoint
+from test_slurm_resume import setup  # noqa: F401 - the fixture: a 2-part partition and its reference weights
+
+from distgcn.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.faults import SLOW_ENV
+
+GRAPH = "synthetic:sbm,n=600,classes=4,features=16,seed=8"
+TRAIN = ["train", "--graph", GRAPH, "--partition", "contiguous", "--quiet"]
+SHM = "/dev/shm/mpich_sh"
+
+
+def _env(**extra: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", **extra)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _start(args: list[str], ranks: int = 3, **env: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "distgcn", *args]
+    if ranks > 1:
+        command = [mpiexec(), "-n", str(ranks), *command]
+    return subprocess.Popen(command, env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _kill_group(job: subprocess.Popen) -> None:
+    """After a failed assertion: end what the test started (its own session), so nothing outlives the test."""
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
+def _wait_for_epoch(job: subprocess.Popen, metrics: Path, epoch: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert job.poll() is None, job.communicate()
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        if any(json.loads(line).get("epoch", 0) >= epoch for line in lines if line.strip()):
+            return
+        assert time.monotonic() < deadline, f"epoch {epoch} not reached within {timeout} s"
+        time.sleep(0.05)
+
+
+def _shared_memory_names(pids: set[int]) -> set[str]:
+    """The MPICH shared-memory files these processes map, by name (with or without a name left on disk)."""
+    names = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        names |= {line.split()[5] for line in maps.splitlines() if len(line.split()) >= 6
+                  and line.split()[5].startswith(SHM)}
+    return names
+
+
+def _signal_and_wait(job: subprocess.Popen, target: int, signum: int) -> tuple[str, float, set[int], set[str]]:
+    """Send ``signum`` to ``target``; the job's stderr, how long it took to end, its processes and shm files."""
+    processes = descendants(job.pid)
+    shm = _shared_memory_names(processes)
+    os.kill(target, signum)
+    sent = time.monotonic()
+    _, stderr = job.communicate(timeout=60)
+    return stderr, time.monotonic() - sent, processes, shm
+
+
+def _assert_nothing_left(processes: set[int], shm: set[str]) -> None:
+    gone_by = time.monotonic() + 5  # the launcher may exit a moment before the kernel has reaped its ranks
+    while [pid for pid in processes if alive(pid)] and time.monotonic() < gone_by:
+        time.sleep(0.05)
+    assert not [pid for pid in processes if alive(pid)], "processes left behind"
+    assert shm, "the job mapped no MPICH shared-memory file: nothing checked"
+    left = [name for name in shm if Path(name).exists()]
+    assert not left, f"shared-memory files left in /dev/shm: {left}"
+
+
+def _assert_one_line(stderr: str, name: str) -> None:
+    assert stderr.count("distgcn: interrupted by") == 1, stderr
+    assert f"distgcn: interrupted by {name}" in stderr, stderr
+    assert "Traceback" not in stderr and "MPI_Abort" not in stderr, stderr
+
+
+@pytest.mark.parametrize(("backend", "ranks", "signum", "target"), [
+    ("mpi", 3, signal.SIGINT, 1),  # Ctrl-C on a non-zero rank: used to hang forever
+    ("mpi", 2, signal.SIGTERM, 0),
+    ("mpi", 3, signal.SIGINT, "launcher"),  # hydra forwards it to every rank: still one line
+    ("mpi", 2, signal.SIGHUP, 1),  # UCX takes SIGHUP over at MPI_Init; distgcn takes it back
+    ("gloo", 2, signal.SIGINT, 1),
+    ("gloo", 2, signal.SIGTERM, "launcher"),
+], ids=lambda v: getattr(v, "name", str(v)))
+def test_a_signal_to_any_rank_or_the_launcher_ends_the_job(tmp_path, backend, ranks, signum, target):
+    metrics = tmp_path / "m.jsonl"
+    job = _start([*TRAIN, "--epochs", "1000", "--backend", backend, "--metrics", str(metrics)], ranks,
+                 **{SLOW_ENV: "0.2"})
+    try:
+        _wait_for_epoch(job, metrics, 2)
+        pid = job.pid if target == "launcher" else rank_pid(job.pid, target)
+        assert pid is not None, f"rank {target} not found"
+        stderr, elapsed, processes, shm = _signal_and_wait(job, pid, signum)
+    finally:
+        _kill_group(job)
+    assert job.returncode == 128 + signum, stderr
+    assert elapsed < 15, f"the job took {elapsed:.1f} s to end"
+    _assert_one_line(stderr, signal.Signals(signum).name)
+    _assert_nothing_left(processes, shm)
+
+
+@pytest.mark.slow  # what hydra does, not distgcn; here so that docs/reliability.md's claim stays checked
+def test_sighup_to_the_launcher_leaves_nothing(tmp_path):
+    """hydra's mpiexec does not forward SIGHUP: it dies of it and its proxies kill the ranks (no line)."""
+    metrics = tmp_path / "m.jsonl"
+    job = _start([*TRAIN, "--epochs", "1000", "--metrics", str(metrics)], 2, **{SLOW_ENV: "0.2"})
+    try:
+        _wait_for_epoch(job, metrics, 2)
+        stderr, elapsed, processes, shm = _signal_and_wait(job, job.pid, signal.SIGHUP)
+    finally:
+        _kill_group(job)
+    assert job.returncode == -signal.SIGHUP, stderr
+    assert "Traceback" not in stderr, stderr
+    _assert_nothing_left(processes, shm)
+
+
+def test_the_warning_signal_checkpoints_then_resume_continues(tmp_path):
+    """SIGUSR1 (sbatch --signal) to one rank: all stop at the same epoch, after rank 0 writes a checkpoint."""
+    metrics, ckpt = tmp_path / "m.jsonl", tmp_path / "ckpt"
+    train = [*TRAIN, "--epochs", "20", "--metrics", str(metrics), "--checkpoint-dir", str(ckpt)]
+    job = _start(train, 2, **{SLOW_ENV: "0.2"})
+    try:
+        _wait_for_epoch(job, metrics, 2)
+        stderr, elapsed, processes, shm = _signal_and_wait(job, rank_pid(job.pid, 1), signal.SIGUSR1)
+    finally:
+        _kill_group(job)
+    assert job.returncode == 138, stderr
+    _assert_one_line(stderr, "SIGUSR1")
+    _assert_nothing_left(processes, shm)
+    kept = list_checkpoints(ckpt)
+    assert len(kept) == 1, kept
+    stopped_at = read_checkpoint(kept[0])["epoch"]
+    epochs = [json.loads(line)["epoch"] for line in metrics.read_text().splitlines() if '"epoch"' in line]
+    assert 2 <= stopped_at < 20 and epochs[-1] == stopped_at, (stopped_at, epochs)
+    assert f"checkpoint of epoch {stopped_at}" in stderr
+
+    resumed = run_distgcn([*train, "--resume"], ranks=2, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming after epoch {stopped_at}" in resumed.stdout
+    epochs = [json.loads(line)["epoch"] for line in metrics.read_text().splitlines() if '"epoch"' in line]
+    assert epochs == list(range(1, 21)), epochs
+
+
+def test_a_signalled_partition_leaves_no_staging_directory(tmp_path):
+    out = tmp_path / "part"
+    job = _start(["partition", "synthetic:rmat,scale=16,edge_factor=8,features=16,classes=4,seed=1",
+                  "--parts", "32", "--model", "random", "--out", str(out), "--quiet"], ranks=1)
+    try:
+        deadline = time.monotonic() + 120
+        while not [p for p in tmp_path.iterdir() if p.name.startswith(".part.")]:  # shards are being written
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, "no staging directory within 120 s"
+            time.sleep(0.01)
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=30)
+    finally:
+        _kill_group(job)
+    assert job.returncode == 143, stderr
+    _assert_one_line(stderr, "SIGTERM")
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_stats_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`distgcn stats DIR | head -1`: the reader is gone before the table is written."""
+    part = tmp_path / "part"
+    made = run_distgcn(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(part), "--quiet"])
+    assert made.returncode == 0, made.stderr
+    job = _start(["stats", str(part)], ranks=1)
+    job.stdout.close()  # no reader left: every write fails with EPIPE
+    try:
+        stderr = job.stderr.read()
+        job.wait(timeout=60)
+    finally:
+        _kill_group(job)
+    assert job.returncode == 141, stderr
+    assert stderr == ""
+
+
+@pytest.mark.slow
+def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster, setup, tmp_path):
+    """train-cpu.sbatch under a real Slurm: the warning (as --signal=USR1@120 sends it) stops the job at an
+    epoch boundary with a checkpoint, the script requeues it, and the next run ends like an uninterrupted one."""
+    part, reference = setup
+    job = submit(slurm_cluster, tmp_path, part, "--requeue")
+    wait_for_checkpoint(slurm_cluster, job, tmp_path / "ckpt", 10)
+    slurm_cluster.command("scancel", "--signal=USR1", str(job))  # the job steps' tasks, not the batch shell
+    deadline = time.monotonic() + 120
+    while slurm_cluster.jobs(job)[0]["JobState"] != "PENDING":  # requeued by the script itself
+        assert time.monotonic() < deadline, "the job was not requeued after the warning"
+        time.sleep(0.2)
+    slurmd_log = slurm_cluster.root / "log" / "slurmd.log"  # the relaunch races of test_slurm_resume
+    while f"[{job}.batch] done with job" not in slurmd_log.read_text():
+        assert time.monotonic() < deadline, "slurmd never finished the first run"
+        time.sleep(0.2)
+    time.sleep(2)
+    slurm_cluster.command("scontrol", "update", f"JobId={job}", "StartTime=now")
+    (record,) = slurm_cluster.wait(job, timeout=600)
+    out = (tmp_path / f"distgcn-train-{job}.out").read_text()
+    err = (tmp_path / f"distgcn-train-{job}.err").read_text()
+    assert (record["JobState"], record["ExitCode"], record["Restarts"]) == ("COMPLETED", "0:0", "1"), out + err
+    assert err.count("distgcn: interrupted by SIGUSR1") == 1 and "requeueing it to resume" in err, err
+    assert "resuming after epoch" in out, out
+    assert_finished_like_uninterrupted(tmp_path, reference)
