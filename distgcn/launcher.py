@@ -126,6 +126,12 @@ def _mpi_transport(launch: Launch) -> Transport:
 
 def _torch_transport(backend: str, launch: Launch) -> Transport:
     import torch.distributed as dist
+    # Imported before the group exists, on purpose: this module binds ``group=group.WORLD`` as default
+    # arguments when first imported (the first optimizer imports it, through torch._dynamo), so imported
+    # later it would hold the process group forever. destroy_process_group then leaves gloo's worker
+    # threads running into interpreter teardown, where one that frees a finished work's tensor needs the
+    # GIL, is ended by Python and aborts the process ('terminate called without an active exception').
+    import torch.distributed.nn.functional  # noqa: F401
 
     from .transport import TorchDistTransport
 

@@ -226,7 +226,6 @@ def write_npz(path: Path, kind: Kind, *args: np.ndarray, **arrays: np.ndarray) -
     return write_file(path, kind, fill)
 
 
-
 def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
     """Write ``first`` atomically over ``path`` and return the file open for appending what follows.
 

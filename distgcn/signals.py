@@ -20,9 +20,10 @@ main thread is doing:
   stuck in a C call that releases the GIL).
 - a job of several ranks (:func:`attach_job`): the watcher prints the line and
   aborts the job (MPI_Abort where MPI runs, which ends every rank). A launcher
-  forwards its signal to every rank, so rank 0 acts at once and the others
-  only after :data:`PEER_DELAY_S`, by when rank 0's abort has usually ended
-  them: one line for the job, whichever rank or launcher was signalled.
+  forwards its signal to every rank: the ranks of a node race for one name
+  (:func:`_first_on_node`), the winner reports and aborts at once, the others
+  abort after :data:`PEER_DELAY_S`: one line per node, whichever rank or
+  launcher was signalled.
 
 A C call that holds the GIL (rare; none of MPI's or torch's waits) delays all
 of this until it returns.
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -43,7 +45,7 @@ WARNING_SIGNAL = signal.SIGUSR1
 GRACE_S = 5.0
 """How long a single process may take to unwind (clean up) after a signal before it is ended hard."""
 PEER_DELAY_S = 1.0
-"""How long a rank other than 0 waits before aborting, so that rank 0 reports a signal every rank received."""
+"""How long a rank that does not report waits before aborting, so that the rank that reports has printed."""
 BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
 """Exit status when stdout is closed early (``distgcn stats DIR | head -1``): what a program killed by SIGPIPE gives."""
 
@@ -78,6 +80,8 @@ class _State:
         self.lock = threading.Lock()
         self.write_fd: int | None = None
         """The wakeup pipe's end (one pipe and one watcher thread per process, made on first use)."""
+        self.claim: socket.socket | None = None
+        """The name this process holds as the rank of its node that reports a stop (:func:`_first_on_node`)."""
         self.reset()
 
     def reset(self) -> None:
@@ -195,11 +199,30 @@ def _stop(signum: int) -> None:
             _state.deadline_set = True
             threading.Thread(target=_exit_after_grace, args=(signum,), daemon=True).start()
         return
-    if job.rank != 0:
+    if _first_on_node():
+        report(signum, job.rank)
+    else:  # another rank here reports: give it time to, before this abort ends it
         time.sleep(PEER_DELAY_S)
-    report(signum, job.rank)
     _silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
     job.abort(exit_code(signum))
+
+
+def _first_on_node() -> bool:
+    """Whether this rank is the first on its node to stop: it alone prints the line.
+
+    A launcher forwards its signal to every rank. The ranks of one job on a node
+    share their parent (mpiexec's proxy, slurmstepd, torchrun's agent), so they
+    race to bind one abstract Unix socket named after it: exactly one wins, and
+    the name vanishes with the process, leaving nothing behind.
+    """
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0distgcn-stop-{os.getppid()}")
+    except OSError:
+        claim.close()
+        return False
+    _state.claim = claim  # held until the process ends
+    return True
 
 
 def _silence_stderr() -> None:

@@ -249,3 +249,18 @@ def test_checkpoint_whose_state_does_not_fit_is_refused(tmp_path):
     resumed = run_distgcn([*train, "--epochs", "3", "--resume"])
     assert resumed.returncode == 2, resumed.stderr
     assert "checkpoint state does not fit this run" in one_error_line(resumed)
+
+
+def test_one_forged_id_in_a_musae_or_planetoid_dataset_is_refused_before_allocating(tmp_path):
+    """Before: a feature id of 10^12 (MUSAE) or a test id of 10^12 (Planetoid) sized a dense array from it."""
+    from test_loaders import make_musae, make_planetoid
+
+    musae = tmp_path / "musae"
+    make_musae(musae, features={"0": [0, 10**12], "1": [1], "2": [], "3": [2]})
+    with pytest.raises(InputError, match=r"fb\.json:1: feature id 1000000000000 makes 5 x 1000000000001 dense"):
+        load_graph(str(musae))
+    planetoid = tmp_path / "planetoid"
+    make_planetoid(planetoid)
+    (planetoid / "ind.tiny.test.index").write_text(f"{10**12}\n5\n")
+    with pytest.raises(InputError, match=r"vertex ids up to 1000000000000 .*GiB available"):
+        load_graph(str(planetoid))

@@ -31,6 +31,7 @@ from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import split_masks
 from distgcn.errors import InputError
 from distgcn.graph import Graph
+from distgcn.memory import check_declared_size
 
 SPLIT = (0.6, 0.2, 0.2)
 LABEL_COLUMNS = ("page_type", "target", "ml_target")
@@ -177,9 +178,18 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     col = np.fromiter((f for c in cols for f in c), dtype=np.int64, count=len(row))
     if col.size == 0:
         raise InputError("no feature ids in the file", path=path)
-    features = np.zeros((n, int(col.max()) + 1), dtype=np.float32)
+    width = int(col.max()) + 1  # one feature id drives the dense width: check it before allocating
+    check_declared_size(path, _line_of_key(text, _key_holding(table, width - 1)),
+                        f"feature id {width - 1} makes {n} x {width} dense features", vertices=0, entries=0,
+                        extra_bytes=n * width * np.dtype(np.float32).itemsize)
+    features = np.zeros((n, width), dtype=np.float32)
     features[row, col] = 1.0
     return features
+
+
+def _key_holding(table: dict, feature_id: int) -> str:
+    """The node whose list holds ``feature_id`` (to name its line in an error)."""
+    return next(key for key, ids in table.items() if feature_id in ids)
 
 
 def _line_of_key(text: str, key: str) -> int | None:

@@ -32,6 +32,7 @@ from distgcn.data._text import read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.errors import InputError
 from distgcn.graph import Graph
+from distgcn.memory import check_declared_size
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 FILES = (*PARTS, "test.index")
@@ -171,6 +172,9 @@ def load_planetoid(prefix: Path) -> Graph:
 
     src, dst = _graph_edges(loaded["graph"], Path(f"{prefix}.graph"))
     n = max(len(allx), int(test_index.max(initial=-1)) + 1, int(src.max(initial=-1)) + 1, int(dst.max(initial=-1)) + 1)
+    # the largest test or graph id sets n: one forged id must not allocate without bound
+    check_declared_size(prefix, None, f"vertex ids up to {n - 1} (test.index and graph)", vertices=n,
+                        entries=len(src), extra_bytes=n * x.shape[1] * np.dtype(np.float32).itemsize)
     features = np.zeros((n, x.shape[1]), dtype=np.float32)
     features[: len(allx)] = allx
     features[test_index] = tx
