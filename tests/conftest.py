@@ -1,4 +1,4 @@
-"""Shared test helpers: where the datasets are, and running the CLI under a real mpiexec."""
+"""Shared test helpers: where the datasets are, and running the CLI under a real mpiexec or on in-process ranks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -61,3 +63,38 @@ def run_distgcn(args: list[str], ranks: int = 1, timeout: float = 300, env: dict
     if env:
         full_env.update(env)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
+
+
+def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
+    """``distgcn ARGS`` on ``ranks`` in-process ranks (threads); each rank's exit status, in rank order.
+
+    Each rank runs the command line's own pipeline (``distgcn.cli.main``); only
+    the transport that ``train`` starts is swapped for the rank's in-process
+    one. A failure on any rank is raised here once every rank has ended.
+    ``train`` sets torch's thread count and the OpenMP variables for the whole
+    process (the same value on every rank): they are restored afterwards.
+    """
+    import torch
+
+    from distgcn import train_command
+    from distgcn.cli import main
+    from distgcn.transport.inprocess import InProcessTransport, run_ranks
+
+    local = threading.local()
+
+    def rank_main(transport: InProcessTransport) -> int:
+        local.transport = transport
+        return main(args)
+
+    threads = torch.get_num_threads()
+    saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    try:
+        with mock.patch.object(train_command, "make_transport", lambda backend: local.transport):
+            return run_ranks(ranks, rank_main)
+    finally:
+        torch.set_num_threads(threads)
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value

@@ -1,7 +1,9 @@
 """The halo exchange moves exactly the rows the partition requires, and the SpMM is exact.
 
 The expected rows and messages are counted here by brute force from A and the
-part vector, independently of the shard builder and the runtime.
+part vector, independently of the shard builder and the runtime. The ranks run
+tests/mpi_scripts/spmm_check.py's real plan, exchanger and SpMM on the
+in-process transport over the whole grid, and under a real mpiexec once.
 """
 
 from __future__ import annotations
@@ -11,6 +13,13 @@ import sys
 import pytest
 
 from conftest import ROOT, run_mpi_script
+
+from distgcn.transport.inprocess import run_ranks
+
+sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
+from spmm_check import check_rank, make_graph  # noqa: E402 - the same code and seeded graph the ranks run
+
+N, EDGES, SEED = 120, 500, 7
 
 
 def brute_force(adj_rows: list[list[int]], parts: list[int], nparts: int):
@@ -24,23 +33,10 @@ def brute_force(adj_rows: list[list[int]], parts: list[int], nparts: int):
     return needed, senders
 
 
-def run_check(tmp_path, ranks: int, n: int, edges: int, seed: int, mode: str, directed: bool, kernel: str) -> dict:
-    return run_mpi_script("spmm_check.py", ranks, tmp_path / "result.json", str(n), str(edges), str(seed), mode,
-                          "1" if directed else "0", kernel)
-
-
-@pytest.mark.parametrize("ranks,mode,directed,kernel", [
-    (2, "random", True, "torch"), (3, "contiguous", True, "scipy"), (4, "random", False, "torch"),
-    (4, "skewed", True, "scipy"), (3, "random", False, "torch"),
-])
-def test_exchange_sends_exactly_the_required_rows(tmp_path, ranks, mode, directed, kernel):
-    sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
-    from spmm_check import make_graph  # the same seeded graph the ranks built
-
-    n, edges, seed = 120, 500, 7
-    result = run_check(tmp_path, ranks, n, edges, seed, mode, directed, kernel)
-    adj = make_graph(n, edges, seed, directed)
-    adj_rows = [list(adj.indices[adj.indptr[v]:adj.indptr[v + 1]]) for v in range(n)]
+def check_exchange(result: dict, ranks: int, directed: bool) -> None:
+    """The ranks' findings against a brute-force count on the same graph and part vector."""
+    adj = make_graph(N, EDGES, SEED, directed)
+    adj_rows = [list(adj.indices[adj.indptr[v]:adj.indptr[v + 1]]) for v in range(N)]
     needed, senders = brute_force(adj_rows, result["parts"], ranks)
 
     assert all(result["halo_ok"]), "halo buffer rows differ from the rows named in the plan"
@@ -58,3 +54,20 @@ def test_exchange_sends_exactly_the_required_rows(tmp_path, ranks, mode, directe
     assert sum(result["total_messages"]) == 3 * sum(len(s) for s in senders)
     assert result["y_error"] < 1e-12
     assert result["gt_error"] < 1e-12
+
+
+@pytest.mark.parametrize("kernel", ["torch", "scipy"])
+@pytest.mark.parametrize("directed", [True, False])
+@pytest.mark.parametrize("mode", ["random", "contiguous", "skewed"])
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_exchange_sends_exactly_the_required_rows(ranks, mode, directed, kernel):
+    result = run_ranks(ranks, lambda t: check_rank(t, N, EDGES, SEED, mode, directed, kernel))[0]
+    check_exchange(result, ranks, directed)
+
+
+def test_exchange_sends_exactly_the_required_rows_under_mpiexec(tmp_path):
+    """The same check on real MPI ranks (MPITransport's Isend/Irecv/Waitany)."""
+    ranks, mode, directed, kernel = 3, "skewed", True, "scipy"
+    result = run_mpi_script("spmm_check.py", ranks, tmp_path / "result.json", str(N), str(EDGES), str(SEED), mode,
+                            "1" if directed else "0", kernel)
+    check_exchange(result, ranks, directed)

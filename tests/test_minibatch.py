@@ -1,18 +1,22 @@
-"""Distributed minibatch training through ``distgcn train --sampler``, on real mpiexec ranks.
+"""Distributed minibatch training through ``distgcn train --sampler``, on in-process and real mpiexec ranks.
 
 Every P must train on the same batches as one process and get the same
 losses as the single-process oracle (tests/minibatch_reference.py), and each
 batch must move exactly the halo rows its subgraph needs, counted by brute force.
+The grid of samplers and P runs the command line's pipeline on in-process
+ranks; one case of it, and resuming, run under a real mpiexec.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from conftest import random_edge_file, run_distgcn
+from conftest import random_edge_file, run_distgcn, run_distgcn_in_process
 from minibatch_reference import batch_vertices, reference_minibatch
 
 from distgcn.cli import main
@@ -29,13 +33,17 @@ def graph_file(tmp_path_factory) -> str:
     return random_edge_file(tmp_path_factory.mktemp("graphs") / "directed.txt", n=150, m=600, seed=4)
 
 
-def train(tmp_path, graph_file: str, sampler: str, ranks: int, *extra: str) -> list[dict]:
+def train(tmp_path, graph_file: str, sampler: str, ranks: int, *extra: str, in_process: bool = True) -> list[dict]:
     metrics = tmp_path / f"m{ranks}.jsonl"
-    proc = run_distgcn(["train", "--graph", graph_file, "--features", "8", "--classes", "3", "--dtype", "float64",
-                        "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", str(HIDDEN),
-                        "--sampler", sampler, "--batch-size", str(BATCH), "--norm-samples", str(NORM),
-                        "--metrics", str(metrics), "--quiet", *extra], ranks=ranks)
-    assert proc.returncode == 0, proc.stderr
+    args = ["train", "--graph", graph_file, "--features", "8", "--classes", "3", "--dtype", "float64",
+            "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", str(HIDDEN),
+            "--sampler", sampler, "--batch-size", str(BATCH), "--norm-samples", str(NORM),
+            "--metrics", str(metrics), "--quiet", *extra]
+    if in_process:
+        assert run_distgcn_in_process(args, ranks) == [0] * ranks
+    else:
+        proc = run_distgcn(args, ranks=ranks)
+        assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
@@ -54,8 +62,9 @@ OPTIONS = {"node": {}, "edge": {}, "rw": {"walk_length": 3}, "frontier": {"front
 FLAGS = {"rw": ["--walk-length", "3"], "frontier": ["--frontier-size", "10"]}
 
 
-@pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
-def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler):
+@functools.cache
+def oracle(graph_file: str, sampler: str) -> tuple[sp.csr_matrix, list[float], list[np.ndarray]]:
+    """Â, the single-process losses and every batch's vertex set (computed once per sampler)."""
     graph, a_hat = prepare_graph(GraphOptions(spec=graph_file, features=8, classes=3, seed=SEED))
     expected = reference_minibatch(a_hat, graph.features, graph.labels, graph.train_mask, sampler=sampler,
                                    batch_size=BATCH, epochs=EPOCHS, norm_samples=NORM, hidden=HIDDEN, seed=SEED,
@@ -63,24 +72,38 @@ def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler):
     batches = -(-a_hat.shape[0] // BATCH)
     sets = [batch_vertices(a_hat, sampler, BATCH, batch_key(SEED, e, b), **OPTIONS[sampler])
             for e in range(1, EPOCHS + 1) for b in range(batches)]
-    for ranks in ((1, 3) if sampler == "node" else (1, 2)):
-        records = train(tmp_path, graph_file, sampler, ranks, *FLAGS.get(sampler, []))
-        iterations = [it for r in records for it in r["iterations"]]
-        assert [it["batch_vertices"] for it in iterations] == [len(s) for s in sets]
-        np.testing.assert_allclose([it["loss"] for it in iterations], expected, rtol=1e-9)
-        for r in records:
-            assert r["batch_vertices"] == np.mean([it["batch_vertices"] for it in r["iterations"]])
-        if sampler == "rw":  # hand-offs happen only between ranks
-            assert all((it["walkers_handed_off"] > 0) == (ranks > 1) for it in iterations)
-        if ranks == 1:
-            assert all(it["halo_rows"] == 0 for it in iterations)
-            continue
-        parts, _ = compute_parts("random", a_hat, ranks, epsilon=0.03, seed=SEED)
-        for it, s in zip(iterations, sets):
-            rows, messages = brute_traffic(a_hat, parts, s)
-            # hidden 4 < 8 features and 3 classes < 4: both layers multiply by W first, so each batch
-            # runs 2 forward and 2 backward SpMMs, each moving exactly the batch's needed rows
-            assert (it["halo_rows"], it["messages"]) == (4 * rows, 4 * messages)
+    return a_hat, expected, sets
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
+def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler, ranks):
+    check_batches_and_losses(tmp_path, graph_file, sampler, ranks, in_process=True)
+
+
+def test_batches_and_losses_equal_single_process_under_mpiexec(tmp_path, graph_file):
+    check_batches_and_losses(tmp_path, graph_file, "node", 3, in_process=False)
+
+
+def check_batches_and_losses(tmp_path, graph_file: str, sampler: str, ranks: int, in_process: bool) -> None:
+    a_hat, expected, sets = oracle(graph_file, sampler)
+    records = train(tmp_path, graph_file, sampler, ranks, *FLAGS.get(sampler, []), in_process=in_process)
+    iterations = [it for r in records for it in r["iterations"]]
+    assert [it["batch_vertices"] for it in iterations] == [len(s) for s in sets]
+    np.testing.assert_allclose([it["loss"] for it in iterations], expected, rtol=1e-9)
+    for r in records:
+        assert r["batch_vertices"] == np.mean([it["batch_vertices"] for it in r["iterations"]])
+    if sampler == "rw":  # hand-offs happen only between ranks
+        assert all((it["walkers_handed_off"] > 0) == (ranks > 1) for it in iterations)
+    if ranks == 1:
+        assert all(it["halo_rows"] == 0 for it in iterations)
+        return
+    parts, _ = compute_parts("random", a_hat, ranks, epsilon=0.03, seed=SEED)
+    for it, s in zip(iterations, sets):
+        rows, messages = brute_traffic(a_hat, parts, s)
+        # hidden 4 < 8 features and 3 classes < 4: both layers multiply by W first, so each batch
+        # runs 2 forward and 2 backward SpMMs, each moving exactly the batch's needed rows
+        assert (it["halo_rows"], it["messages"]) == (4 * rows, 4 * messages)
 
 
 def test_resume_continues_the_same_batches(tmp_path, graph_file):

@@ -1,8 +1,10 @@
-"""End to end through ``distgcn train`` on real mpiexec ranks.
+"""End to end through ``distgcn train``, on in-process ranks and on real mpiexec ranks.
 
 Distributed training must equal the single-process reference (tests/reference.py)
 epoch by epoch, and the measured halo traffic must equal what the part vector
-predicts, counted here by brute force.
+predicts, counted here by brute force. The grid runs the command line's
+pipeline on the in-process transport (threads); one case of it, the CLI's
+output and MPI_Abort after a failing rank run under a real mpiexec.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import dataset, run_distgcn
+from conftest import dataset, run_distgcn, run_distgcn_in_process
 from reference import reference_train
 
 from distgcn.prepare import GraphOptions, prepare_graph
@@ -50,16 +52,33 @@ def brute_volume(a_hat, parts: np.ndarray) -> tuple[int, int]:
     return len(pairs), len(messages)
 
 
+def train(args: list[str], ranks: int, in_process: bool) -> None:
+    """``distgcn ARGS`` on in-process ranks, or under a real mpiexec (one process without it for one rank)."""
+    if in_process:
+        assert run_distgcn_in_process(args, ranks) == [0] * ranks
+    else:
+        proc = run_distgcn(args, ranks=ranks)
+        assert proc.returncode == 0, proc.stderr
+
+
 @pytest.mark.parametrize("graph_name", ["cora", "directed"])
 @pytest.mark.parametrize("partition", ["random", "contiguous"])
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_distributed_equals_single_process(tmp_path, directed_graph, graph_name, partition, ranks):
+    check_equals_single_process(tmp_path, directed_graph, graph_name, partition, ranks, in_process=True)
+
+
+def test_distributed_equals_single_process_under_mpiexec(tmp_path, directed_graph):
+    check_equals_single_process(tmp_path, directed_graph, "directed", "random", 3, in_process=False)
+
+
+def check_equals_single_process(tmp_path, directed_graph: str, graph_name: str, partition: str, ranks: int,
+                                in_process: bool) -> None:
     spec, extra = graph_args(graph_name, directed_graph)
     metrics, weights = tmp_path / "m.jsonl", tmp_path / "w.npz"
-    proc = run_distgcn(["train", "--graph", spec, *extra, "--partition", partition, "--dtype", "float64",
-                        "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", "8", "--metrics", str(metrics),
-                        "--save-weights", str(weights), "--quiet"], ranks=ranks)
-    assert proc.returncode == 0, proc.stderr
+    train(["train", "--graph", spec, *extra, "--partition", partition, "--dtype", "float64",
+           "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", "8", "--metrics", str(metrics),
+           "--save-weights", str(weights), "--quiet"], ranks, in_process)
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["epoch"] for r in records] == list(range(1, EPOCHS + 1))
 
@@ -89,15 +108,15 @@ def test_distributed_equals_single_process(tmp_path, directed_graph, graph_name,
             assert r["messages"] == messages * r["spmm_exchanges"]
 
 
-def test_deeper_model_with_sgd_equals_single_process(tmp_path, directed_graph):
-    """3 layers of different widths, SGD, no weight decay, scipy kernel, on 3 ranks."""
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_deeper_model_with_sgd_equals_single_process(tmp_path, directed_graph, ranks):
+    """3 layers of different widths, SGD, no weight decay, scipy kernel."""
     metrics, weights = tmp_path / "m.jsonl", tmp_path / "w.npz"
-    proc = run_distgcn(["train", "--graph", directed_graph, "--features", "8", "--classes", "3", "--layers", "3",
-                        "--hidden", "12,5", "--optimizer", "sgd", "--lr", "0.5", "--weight-decay", "0",
-                        "--dropout", "0.3", "--dtype", "float64", "--epochs", "5", "--seed", "9",
-                        "--spmm-kernel", "scipy", "--metrics", str(metrics), "--save-weights", str(weights),
-                        "--quiet"], ranks=3)
-    assert proc.returncode == 0, proc.stderr
+    train(["train", "--graph", directed_graph, "--features", "8", "--classes", "3", "--layers", "3",
+           "--hidden", "12,5", "--optimizer", "sgd", "--lr", "0.5", "--weight-decay", "0",
+           "--dropout", "0.3", "--dtype", "float64", "--epochs", "5", "--seed", "9",
+           "--spmm-kernel", "scipy", "--metrics", str(metrics), "--save-weights", str(weights),
+           "--quiet"], ranks, in_process=True)
     graph, a_hat = prepare_graph(GraphOptions(spec=directed_graph, features=8, classes=3, seed=9))
     losses, ref_weights = reference_train(a_hat, graph.features, graph.labels, graph.train_mask, layers=3,
                                           hidden=[12, 5], optimizer="sgd", lr=0.5, weight_decay=0.0,
@@ -143,3 +162,17 @@ def test_failing_rank_takes_the_job_down_quickly(directed_graph):
     assert proc.returncode != 0
     assert elapsed < 30, f"job took {elapsed:.1f}s to end after a rank failed"
     assert "rank 1" in proc.stderr and "injected failure" in proc.stderr
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_failing_rank_releases_the_others_in_process(directed_graph, monkeypatch, capsys, ranks):
+    """The trainer's own failure path (abort_on_unexpected) ends every in-process rank, none left waiting."""
+    from distgcn.faults import FAIL_ENV, InjectedFailure
+    from distgcn.transport.inprocess import RankAborted
+
+    monkeypatch.setenv(FAIL_ENV, "1:3")
+    with pytest.raises(RankAborted) as info:
+        run_distgcn_in_process(["train", "--graph", directed_graph, "--features", "8", "--classes", "3",
+                                "--epochs", "50", "--quiet"], ranks)
+    assert info.value.rank == 1 and isinstance(info.value.__context__, InjectedFailure)
+    assert "rank 1: unexpected error: InjectedFailure" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import Any
 
 from .base import Exchange, Transport
 
-__all__ = ["Exchange", "Transport", "MPITransport", "TorchDistTransport"]
+__all__ = ["Exchange", "Transport", "MPITransport", "TorchDistTransport", "InProcessTransport", "run_ranks"]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,4 +25,8 @@ def __getattr__(name: str) -> Any:
         from .torch_dist import TorchDistTransport
 
         return TorchDistTransport
+    if name in ("InProcessTransport", "run_ranks"):
+        from . import inprocess
+
+        return getattr(inprocess, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

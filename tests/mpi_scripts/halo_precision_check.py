@@ -1,9 +1,11 @@
-"""Run under mpiexec: one distributed SpMM forward and transpose with halo messages in a narrower dtype.
+"""One distributed SpMM forward and transpose with halo messages in a narrower dtype, on any transport.
 
 Every rank builds spmm_check.py's seeded graph and part vector, multiplies in
-float64 with the halo sent as WIRE (bfloat16 or float16), and rank 0 writes
-what each rank computed, what landed in its halo buffer and what it counted,
-for tests/test_halo_precision.py to compare with a serial computation.
+float64 with the halo sent as WIRE (bfloat16 or float16), and rank 0 returns
+(under mpiexec: writes as JSON) what each rank computed, what landed in its
+halo buffer and what it counted, for tests/test_halo_precision.py to compare
+with a serial computation; that test also runs :func:`check_rank` on the
+ranks of the in-process transport.
 Usage: halo_precision_check.py OUT.json N EDGES SEED PARTS_MODE DIRECTED(0|1) WIRE
 """
 
@@ -18,7 +20,7 @@ from distgcn.counters import CommCounters
 from distgcn.graph import Graph, normalized_adjacency
 from distgcn.halo import HALO_DTYPES, HaloExchanger, HaloPlan
 from distgcn.spmm import DistributedAdjacency
-from distgcn.transport import MPITransport
+from distgcn.transport import MPITransport, Transport
 from partition.shards import iter_shards
 
 WIDTH = 5
@@ -30,11 +32,9 @@ def inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((n, WIDTH)), rng.standard_normal((n, WIDTH))
 
 
-def main() -> None:
-    out = sys.argv[1]
-    n, edges, seed = (int(x) for x in sys.argv[2:5])
-    mode, directed, wire = sys.argv[5], sys.argv[6] == "1", sys.argv[7]
-    transport = MPITransport()
+def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, directed: bool,
+               wire: str) -> dict | None:
+    """This rank's part of the check; rank 0 returns every rank's findings, the others None."""
     adj = make_graph(n, edges, seed, directed)
     parts = make_parts(n, transport.size, mode, seed)
     graph = Graph(adj=adj, vertex_ids=np.arange(n))
@@ -51,13 +51,19 @@ def main() -> None:
     gt = adjacency.matmul_transpose(torch.from_numpy(g[shard.global_ids])).numpy()
     backward = (counters.halo_rows - forward[0], counters.halo_bytes - forward[1], counters.messages - forward[2])
 
-    gathered = transport.comm.gather(
+    gathered = transport.allgather_object(
         {"ids": shard.global_ids.tolist(), "y": y.tolist(), "gt": gt.tolist(),
          "halo_ids": shard.halo_global_ids.tolist(), "halo": halo.tolist(), "forward": forward,
-         "backward": backward}, root=0)
-    if transport.rank == 0:
-        with open(out, "w") as fh:
-            json.dump({"parts": parts.tolist(), "ranks": gathered}, fh)
+         "backward": backward})
+    return {"parts": parts.tolist(), "ranks": gathered} if transport.rank == 0 else None
+
+
+def main() -> None:
+    n, edges, seed = (int(x) for x in sys.argv[2:5])
+    result = check_rank(MPITransport(), n, edges, seed, sys.argv[5], sys.argv[6] == "1", sys.argv[7])
+    if result is not None:
+        with open(sys.argv[1], "w") as fh:
+            json.dump(result, fh)
 
 
 if __name__ == "__main__":

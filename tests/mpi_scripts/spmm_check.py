@@ -1,8 +1,10 @@
-"""Run under mpiexec: one distributed SpMM forward and transpose on a seeded random graph.
+"""One distributed SpMM forward and transpose on a seeded random graph, on any transport.
 
 Every rank builds the same graph and part vector (small, test only), takes its
-own shard, and reports what it received and computed; rank 0 writes a JSON
-file that the test compares with a serial computation and a brute-force count.
+own shard, and reports what it received and computed; rank 0 returns (under
+mpiexec: writes as JSON) what tests/test_halo.py compares with a serial
+computation and a brute-force count. tests/test_halo.py also runs
+:func:`check_rank` on the ranks of the in-process transport.
 Usage: spmm_check.py OUT.json N EDGES SEED PARTS_MODE(random|contiguous|skewed) DIRECTED(0|1) KERNEL(torch|scipy)
 """
 
@@ -17,7 +19,7 @@ from distgcn.counters import CommCounters
 from distgcn.graph import Graph, normalized_adjacency
 from distgcn.halo import HaloExchanger, HaloPlan
 from distgcn.spmm import DistributedAdjacency
-from distgcn.transport import MPITransport
+from distgcn.transport import MPITransport, Transport
 from partition.shards import iter_shards
 
 
@@ -43,11 +45,9 @@ def make_parts(n: int, nparts: int, mode: str, seed: int) -> np.ndarray:
     return np.minimum((rng.random(n) ** 2 * nparts).astype(np.int64), nparts - 1)
 
 
-def main() -> None:
-    out = sys.argv[1]
-    n, edges, seed = (int(x) for x in sys.argv[2:5])
-    mode, directed, kernel = sys.argv[5], sys.argv[6] == "1", sys.argv[7]
-    transport = MPITransport()
+def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, directed: bool,
+               kernel: str) -> dict | None:
+    """This rank's part of the check; rank 0 returns every rank's findings, the others None."""
     adj = make_graph(n, edges, seed, directed)
     a_hat = normalized_adjacency(adj)
     parts = make_parts(n, transport.size, mode, seed)
@@ -73,28 +73,36 @@ def main() -> None:
     y = adjacency.matmul(torch.from_numpy(h_global[shard.global_ids])).numpy()
     gt = adjacency.matmul_transpose(torch.from_numpy(g_global[shard.global_ids])).numpy()
 
-    gathered = transport.comm.gather(
+    gathered = transport.allgather_object(
         dict(ids=shard.global_ids, y=y, gt=gt, halo_ok=halo_ok, rows=fwd_rows, messages=fwd_messages,
              total_rows=counters.halo_rows, total_messages=counters.messages,
-             needed=sorted(map(int, shard.halo_global_ids))), root=0)
-    if transport.rank == 0:
-        y_all = np.zeros((n, width))
-        gt_all = np.zeros((n, width))
-        for part in gathered:
-            y_all[part["ids"]] = part["y"]
-            gt_all[part["ids"]] = part["gt"]
-        result = {
-            "parts": parts.tolist(),
-            "halo_ok": [p["halo_ok"] for p in gathered],
-            "forward_rows": [p["rows"] for p in gathered],
-            "forward_messages": [p["messages"] for p in gathered],
-            "total_rows": [p["total_rows"] for p in gathered],
-            "total_messages": [p["total_messages"] for p in gathered],
-            "needed": [p["needed"] for p in gathered],
-            "y_error": float(np.abs(y_all - a_hat @ h_global).max() / np.abs(a_hat @ h_global).max()),
-            "gt_error": float(np.abs(gt_all - a_hat.T @ g_global).max() / np.abs(a_hat.T @ g_global).max()),
-        }
-        with open(out, "w") as fh:
+             needed=sorted(map(int, shard.halo_global_ids))))
+    if transport.rank != 0:
+        return None
+    y_all = np.zeros((n, width))
+    gt_all = np.zeros((n, width))
+    for part in gathered:
+        y_all[part["ids"]] = part["y"]
+        gt_all[part["ids"]] = part["gt"]
+    result = {
+        "parts": parts.tolist(),
+        "halo_ok": [p["halo_ok"] for p in gathered],
+        "forward_rows": [p["rows"] for p in gathered],
+        "forward_messages": [p["messages"] for p in gathered],
+        "total_rows": [p["total_rows"] for p in gathered],
+        "total_messages": [p["total_messages"] for p in gathered],
+        "needed": [p["needed"] for p in gathered],
+        "y_error": float(np.abs(y_all - a_hat @ h_global).max() / np.abs(a_hat @ h_global).max()),
+        "gt_error": float(np.abs(gt_all - a_hat.T @ g_global).max() / np.abs(a_hat.T @ g_global).max()),
+    }
+    return result
+
+
+def main() -> None:
+    n, edges, seed = (int(x) for x in sys.argv[2:5])
+    result = check_rank(MPITransport(), n, edges, seed, sys.argv[5], sys.argv[6] == "1", sys.argv[7])
+    if result is not None:
+        with open(sys.argv[1], "w") as fh:
             json.dump(result, fh)
 
 
