@@ -117,6 +117,45 @@ def foreign_checkpoint(d: Path) -> list[str]:
     return ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt"), "--resume"]
 
 
+def resaved_shard(d: Path) -> list[str]:
+    """A shard re-saved after partitioning with one label changed: its own checksum is valid again."""
+    from distgcn.shard import Shard
+
+    part = partition(d, "p", 1)
+    shard = Shard.load(part / "shard-00000.npz")
+    shard.labels = shard.labels.copy()
+    shard.labels[0] = 1 - shard.labels[0]
+    shard.save(part / "shard-00000.npz")
+    return ["train", str(part), "--epochs", "1"]
+
+
+def meta_with_fewer_parts(d: Path) -> list[str]:
+    """meta.json edited to say 1 part over the shards of a 2-part partition."""
+    import json
+
+    part = partition(d, "p", 2)
+    meta = json.loads((part / "meta.json").read_text())
+    meta["parts"] = 1
+    (part / "meta.json").write_text(json.dumps(meta))
+    return ["train", str(part), "--epochs", "1"]
+
+
+def rerun_into_checkpoints(d: Path) -> list[str]:
+    """A fresh run (no --resume) into a checkpoint directory another run filled."""
+    graph = write(d, "g.txt", GOOD_EDGES)
+    args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt"), "--checkpoint-every", "1"]
+    proc = run_distgcn(args)
+    assert proc.returncode == 0, proc.stderr
+    return args
+
+
+def input_inside_out(d: Path) -> list[str]:
+    (d / "data").mkdir()
+    graph = write(d / "data", "g.txt", GOOD_EDGES)
+    return ["partition", str(graph), "--parts", "2", "--model", "random", *TRAIN[:4], "--out", str(d / "data"),
+            "--force"]
+
+
 def graph_train(make_graph: Callable[[Path], Path], extra: list[str] = TRAIN) -> Callable[[Path], list[str]]:
     return lambda d: ["train", "--graph", str(make_graph(d)), *extra]
 
@@ -218,6 +257,26 @@ CASES = [
          lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
                     *TRAIN[:4], "--out", str(write(d, "results.csv", "precious")), "--force"],
          "output exists and is not a directory"),
+    Case("partition-force-onto-input", "partition --out naming the directory of the input graph, with --force",
+         input_inside_out, "output is or contains the input"),
+    Case("metrics-onto-users-file", "--metrics naming a file of the user's",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(write(d, "results.csv", "a,b\n1,2\n"))], "is not a distgcn metrics file"),
+    Case("metrics-onto-partition-meta", "--metrics naming the meta.json of the partition being trained",
+         lambda d: ["train", str(partition(d, "p", 1)), "--epochs", "1", "--metrics", str(d / "p" / "meta.json")],
+         "is not a distgcn metrics file"),
+    Case("save-weights-onto-users-file", "--save-weights naming an .npz of the user's",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--save-weights",
+                    str(npz_graph(d, "important.npz"))], "is not a distgcn weights file"),
+    Case("checkpoint-dir-of-another-run", "a fresh run (no --resume) into a directory holding checkpoints",
+         rerun_into_checkpoints, "--resume"),
+    Case("shard-resaved", "a shard re-saved after partitioning, one label changed",
+         resaved_shard, "shard does not match meta.json"),
+    Case("meta-parts-disagree", "meta.json saying 1 part over the shards of 2",
+         meta_with_fewer_parts, "entries for 1 parts"),
+    Case("mtx-header-too-large", "Matrix Market header declaring 10^11 vertices and 2 entries",
+         graph_train(lambda d: write(d, "m.mtx", "%%MatrixMarket matrix coordinate pattern general\n"
+                                                 "100000000000 100000000000 2\n1 2\n2 1\n")), "m.mtx:2"),
     Case("model-too-big", "a hidden width of 3·10⁹ on a 4-vertex graph",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--hidden", "3000000000"],
          "the model would need"),
