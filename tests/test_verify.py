@@ -175,7 +175,7 @@ HUGE_HEADERS = [
     ("many.mtx", "%%MatrixMarket matrix coordinate pattern general\n4 4 100000000000\n1 2\n2 1\n",
      "many.mtx:2: header declares 4 vertices and 100000000000 entries: the file would hold at least"),
     ("huge.graph", "1000000000000 1\n2\n1\n",
-     "huge.graph:1: header declares 1000000000000 vertices and 1 edges: the file would hold at least"),
+     "huge.graph:3: header says 1000000000000 vertices but only 2 adjacency lines follow"),
     ("many.graph", "2 100000000000\n2\n1\n",
      "many.graph:1: header declares 2 vertices and 100000000000 edges: the file would hold at least"),
 ]

@@ -37,9 +37,6 @@ def load_metis(path: Path, *, name: str | None = None) -> Graph:
     header_line = int(content[0])
     header = tokens.values[tokens.line == header_line]
     n, m, skip, stride = _parse_header(header, path, header_line + 1)
-    # a vertex's line is at least a newline; each undirected edge is listed twice, each id and separator 2 bytes
-    check_declared_size(path, header_line + 1, f"header declares {n} vertices and {m} edges", vertices=n,
-                        entries=2 * m, min_file_bytes=n + 4 * m, file_bytes=len(data))
 
     # Every non-comment line after the header is the adjacency line of the next vertex.
     is_vertex_line = ~tokens.ignored
@@ -55,6 +52,10 @@ def load_metis(path: Path, *, name: str | None = None) -> Graph:
     if extra.size:
         raise InputError(f"more adjacency lines than the {n} vertices in the header", path=path, line=int(extra[0]) + 1)
     vertex_lines = vertex_lines[:n]
+    # n now fits the file's lines; m must fit its bytes (each edge listed twice, an id and a separator 2 bytes
+    # each) and both the memory, before any array of their size exists
+    check_declared_size(path, header_line + 1, f"header declares {n} vertices and {m} edges", vertices=n,
+                        entries=2 * m, min_file_bytes=n + 4 * m, file_bytes=len(data))
 
     vertex_of_line = np.full(tokens.num_lines, -1, dtype=np.int64)
     vertex_of_line[vertex_lines] = np.arange(n)
