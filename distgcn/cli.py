@@ -174,9 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "counts per-row dense work; better on skewed graphs) (default: nonzeros)")
     part.set_defaults(handler=_run_partition)
 
-    stats = commands.add_parser("stats", help="communication metrics of a partition directory")
-    stats.add_argument("partition_dir", metavar="DIR")
-    stats.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    stats = commands.add_parser("stats", help="communication metrics of partition directories (several: compared "
+                                               "in one table)")
+    stats.add_argument("partition_dirs", nargs="+", metavar="DIR",
+                       help="a partition directory; give several to compare them, one row each")
+    stats.add_argument("--json", action="store_true",
+                       help="one JSON object instead of a table (several DIRs: a list of them, in order)")
     stats.add_argument("--layers", type=_positive_int, default=2,
                        help="GCN layers of the model whose peak memory per rank is predicted (default: 2)")
     stats.add_argument("--hidden", type=_widths, default=(16,), metavar="H[,H...]",
@@ -218,10 +221,14 @@ def _run_partition(args: argparse.Namespace) -> int:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from partition.stats_command import ModelOptions, print_stats
+    """One directory: its full report; several: one comparison table (or JSON list), all verified first."""
+    from partition.stats_command import ModelOptions, print_comparison, print_stats
 
     options = ModelOptions(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout)
-    print_stats(args.partition_dir, as_json=args.json, options=options)
+    if len(args.partition_dirs) == 1:
+        print_stats(args.partition_dirs[0], as_json=args.json, options=options)
+    else:
+        print_comparison(args.partition_dirs, as_json=args.json, options=options)
     return 0
 
 

@@ -1,14 +1,19 @@
-"""``distgcn stats DIR``: the communication a partition causes, and each rank's predicted peak memory."""
+"""``distgcn stats DIR...``: the communication a partition causes, and each rank's predicted peak memory.
+
+One directory prints its full report; several print one comparison table, a row per directory.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distgcn.distribute import check_plan, load_listed_shard, read_meta, verify_parts_file
+from distgcn.distribute import META_FILE, check_plan, load_listed_shard, read_meta, verify_parts_file
 from distgcn.errors import InputError
 from distgcn.memory import ModelShape, model_widths, predict, sizes_of
+from distgcn.schema import COUNT, Int, Key, Obj, Str, validate
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
@@ -49,13 +54,19 @@ def memory_json(directory: Path, meta: dict, options: ModelOptions) -> list[dict
     return ranks
 
 
-def stats_json(directory: str | Path, options: ModelOptions = ModelOptions()) -> dict:
-    meta = read_meta(Path(directory))
-    verify_parts_file(Path(directory), meta)
+def _verified_stats(directory: Path, options: ModelOptions) -> tuple[dict, dict]:
+    """(meta.json, the stats object) of one directory: meta.json against the schema, parts.npy and every
+    shard against their checksums, so that nothing unchecked is reported."""
+    meta = read_meta(directory)
+    verify_parts_file(directory, meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": asdict(options), "ranks": memory_json(Path(directory), meta, options)}
-    return out
+    out["memory"] = {"model": asdict(options), "ranks": memory_json(directory, meta, options)}
+    return meta, out
+
+
+def stats_json(directory: str | Path, options: ModelOptions = ModelOptions()) -> dict:
+    return _verified_stats(Path(directory), options)[1]
 
 
 def _memory_table(memory: dict) -> str:
@@ -96,3 +107,92 @@ def stats_table(directory: str | Path, options: ModelOptions = ModelOptions()) -
 
 def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOptions()) -> None:
     print(json.dumps(stats_json(directory, options)) if as_json else stats_table(directory, options))
+
+
+MINIBATCH_META = Obj({
+    "sampler": Key(Obj({"name": Str(), "batch_size": Int(minimum=1),
+                        "options": Key(Obj(), False)}, nullable=True), False),
+    "shp_samples": Key(Int(minimum=0, nullable=True), False),
+    "partition_info": Key(Obj({"km1_reported": Key(COUNT, False)}), False),
+})
+"""The stochastic model's fields of meta.json (partition/precompute.py), which distgcn.schema.META leaves out."""
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One row of the comparison: the directory as the user named it, its stats object, its minibatch figures."""
+
+    label: str
+    stats: dict
+    sampler: str | None
+    samples: int | None
+    minibatch_volume: float | None
+    """The stochastic model's cut over its samples: the sampled minibatches' mean volume, an unbiased estimate
+    of the expected rows one minibatch SpMM moves (partition/stochastic.py)."""
+
+
+def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | None, float | None]:
+    """(sampler, sample count, minibatch volume) as meta.json records them; None where it has none."""
+    validate(meta, MINIBATCH_META, directory / META_FILE)
+    spec = meta.get("sampler")
+    sampler = None
+    if spec is not None:
+        extra = "".join(f", {name} {value}" for name, value in sorted(spec.get("options", {}).items()))
+        sampler = f"{spec['name']} (batch {spec['batch_size']}{extra})"
+    samples = meta.get("shp_samples")
+    km1 = meta.get("partition_info", {}).get("km1_reported")
+    volume = km1 / samples if meta.get("model") == "stochastic" and samples and km1 is not None else None
+    return sampler, samples, volume
+
+
+def compare(directories: Sequence[str], options: ModelOptions = ModelOptions()) -> list[Compared]:
+    """Every directory read and verified before any is reported: a bad one stops the command with its name."""
+    rows = []
+    for label in directories:
+        meta, stats = _verified_stats(Path(label), options)
+        rows.append(Compared(label, stats, *_minibatch_fields(meta, Path(label))))
+    return rows
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:.1f}"
+
+
+def compare_table(rows: Sequence[Compared]) -> str:
+    """One line per directory; '-' where a partition has no such value (a sampler for a full-batch model)."""
+    m = rows[0].stats["memory"]["model"]
+    hidden = ",".join(str(w) for w in m["hidden"])
+    header = ("partition", "model", "P", "volume", "vol max", "messages", "msg max", "imbalance",
+              "GPU MiB", "CPU MiB", "sampler", "samples", "minibatch vol")
+    body = []
+    for r in rows:
+        s = r.stats
+        model = f"{s['model']} ({s['partitioner']})" if s["partitioner"] else str(s["model"])
+        ranks = s["memory"]["ranks"]
+        body.append((r.label, model, str(s["parts"]), str(s["volume"]["total"]), str(s["volume"]["max"]),
+                     str(s["messages"]["total"]), str(s["messages"]["max"]), f"{s['imbalance']:.3f}",
+                     _mib(max(x["gpu_bytes"] for x in ranks)), _mib(max(x["cpu_bytes"] for x in ranks)),
+                     r.sampler or "-", "-" if r.samples is None else str(r.samples),
+                     "-" if r.minibatch_volume is None else f"{r.minibatch_volume:.1f}"))
+    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
+    text_columns = {0, 1, 10}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i in text_columns else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    legend = [
+        "volume, vol max: rows sent per SpMM by all ranks, by the largest sender; messages, msg max: the same "
+        "in messages",
+        "imbalance: max/avg nonzeros per rank; GPU/CPU MiB: the largest rank's predicted peak memory "
+        f"({m['layers']} layers, hidden {hidden}, {m['dtype']}, {m['optimizer']})",
+        "minibatch vol: the stochastic model's sampled minibatches' mean volume (rows per minibatch SpMM); "
+        "-: not recorded",
+    ]
+    return "\n".join([line(header), *(line(b) for b in body), "", *legend])
+
+
+def print_comparison(directories: Sequence[str], as_json: bool, options: ModelOptions = ModelOptions()) -> None:
+    """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table."""
+    rows = compare(directories, options)
+    print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))
