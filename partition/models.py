@@ -15,7 +15,6 @@ Every model returns an int64 array ``parts`` of length n with values in
 
 from __future__ import annotations
 
-import hashlib
 import time
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.distribute import file_sha256
 from distgcn.errors import InputError
 
 from .external import external_parts
@@ -155,14 +155,6 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def compute_parts(
     model: str,
     a_hat: sp.spmatrix,
@@ -234,7 +226,7 @@ def compute_parts(
         if parts_file is None:
             raise InputError("the external model needs a part file (parts_file)")
         parts = external_parts(parts_file, n, nparts)
-        info.update(parts_file=str(parts_file), parts_file_sha256=_file_sha256(Path(parts_file)))
+        info.update(parts_file=str(parts_file), parts_file_sha256=file_sha256(Path(parts_file)))
     elif model == "stochastic":
         if sampler is None:
             raise InputError("the stochastic model needs a sampler (--sampler and --batch-size)")

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ROOT, mpiexec, run_distgcn
 from test_faults import alive, descendants, rank_pid
-from test_slurm_resume import assert_finished_like_uninterrupted, submit, wait_for_checkpoint
+from test_slurm_resume import assert_finished_like_uninterrupted, release_requeued, submit, wait_for_checkpoint
 from test_slurm_resume import setup  # noqa: F401 - the fixture: a 2-part partition and its reference weights
 
 from distgcn.checkpoint import list_checkpoints, read_checkpoint
@@ -214,16 +214,7 @@ def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster
     job = submit(slurm_cluster, tmp_path, part, "--requeue")
     wait_for_checkpoint(slurm_cluster, job, tmp_path / "ckpt", 10)
     slurm_cluster.command("scancel", "--signal=USR1", str(job))  # the job steps' tasks, not the batch shell
-    deadline = time.monotonic() + 120
-    while slurm_cluster.jobs(job)[0]["JobState"] != "PENDING":  # requeued by the script itself
-        assert time.monotonic() < deadline, "the job was not requeued after the warning"
-        time.sleep(0.2)
-    slurmd_log = slurm_cluster.root / "log" / "slurmd.log"  # the relaunch races of test_slurm_resume
-    while f"[{job}.batch] done with job" not in slurmd_log.read_text():
-        assert time.monotonic() < deadline, "slurmd never finished the first run"
-        time.sleep(0.2)
-    time.sleep(2)
-    slurm_cluster.command("scontrol", "update", f"JobId={job}", "StartTime=now")
+    release_requeued(slurm_cluster, job, timeout=120)  # requeued by the script itself
     (record,) = slurm_cluster.wait(job, timeout=600)
     out = (tmp_path / f"distgcn-train-{job}.out").read_text()
     err = (tmp_path / f"distgcn-train-{job}.err").read_text()

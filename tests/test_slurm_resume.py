@@ -89,12 +89,9 @@ def test_scancel_then_resubmit_resumes(slurm_cluster: SlurmCluster, setup, tmp_p
     assert_finished_like_uninterrupted(tmp_path, reference)
 
 
-def test_requeued_job_resumes_by_itself(slurm_cluster: SlurmCluster, setup, tmp_path: Path) -> None:
-    part, reference = setup
-    job = submit(slurm_cluster, tmp_path, part, "--requeue")
-    wait_for_checkpoint(slurm_cluster, job, tmp_path / "ckpt", 10)
-    slurm_cluster.command("scontrol", "requeue", str(job))  # what a preemption or node failure does
-    deadline = time.monotonic() + 60
+def release_requeued(slurm_cluster, job: int, timeout: float) -> None:
+    """Wait until a requeued job is PENDING and slurmd is done with its first run, then start it now."""
+    deadline = time.monotonic() + timeout
     while slurm_cluster.jobs(job)[0]["JobState"] != "PENDING":  # Slurm holds a requeued job back a while
         assert time.monotonic() < deadline, "the requeued job never went back to PENDING"
         time.sleep(0.2)
@@ -108,6 +105,14 @@ def test_requeued_job_resumes_by_itself(slurm_cluster: SlurmCluster, setup, tmp_
     # first run's ("Job credential revoked": seen once in CI), so let that second pass.
     time.sleep(2)
     slurm_cluster.command("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+
+def test_requeued_job_resumes_by_itself(slurm_cluster: SlurmCluster, setup, tmp_path: Path) -> None:
+    part, reference = setup
+    job = submit(slurm_cluster, tmp_path, part, "--requeue")
+    wait_for_checkpoint(slurm_cluster, job, tmp_path / "ckpt", 10)
+    slurm_cluster.command("scontrol", "requeue", str(job))  # what a preemption or node failure does
+    release_requeued(slurm_cluster, job, timeout=60)
     (record,) = slurm_cluster.wait(job, timeout=600)
     log = (tmp_path / f"distgcn-train-{job}.out").read_text()
     assert (record["JobState"], record["ExitCode"], record["Restarts"]) == ("COMPLETED", "0:0", "1"), log

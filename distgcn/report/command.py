@@ -20,7 +20,8 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
         description="Render PNG figures (curves, time split, strong scaling, partition model comparison, "
                     "communication matrix, per-rank balance) and summary.md into DIR.")
     report.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
-    report.add_argument("--out", required=True, metavar="DIR", help="output directory (created; an earlier report's files are replaced, nothing else)")
+    report.add_argument("--out", required=True, metavar="DIR",
+                        help="output directory (created; an earlier report's files are replaced, nothing else)")
     report.set_defaults(handler=run_report)
 
 
