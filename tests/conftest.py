@@ -1,13 +1,29 @@
-"""Shared test helpers: where the datasets are, and running the CLI under a real mpiexec or on in-process ranks."""
+"""Shared test helpers: where the datasets are, running the CLI under a real mpiexec or on in-process ranks,
+and the test tiers.
+
+Every test gets exactly one tier marker (pyproject.toml registers them):
+``cluster`` if it uses the ``slurm_cluster`` fixture (a real Slurm), else
+``mpi`` if it starts processes (mpiexec, torchrun, the CLI or any other
+program), else ``unit``. Whether a test starts processes is read from its code
+(:func:`starts_processes`): the names it and the test helpers and fixtures it
+reaches use. A ``unit`` test that starts a process anyway fails, saying so
+(:func:`_unit_tests_start_no_process`), so the tiers cannot drift apart from
+what the tests do.
+"""
 
 from __future__ import annotations
 
+import dis
+import importlib
+import inspect
 import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -98,3 +114,128 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = value
+
+
+# ---- test tiers ----------------------------------------------------------------------------------
+TIERS = ("unit", "mpi", "cluster")
+TESTS = Path(__file__).resolve().parent
+PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "pexpect")
+"""A name bound to one of these modules, or to a function of theirs, starts processes."""
+PROCESS_NAMES = frozenset({
+    "subprocess", "multiprocessing", "Popen", "torchrun", "mpiexec", "run_distgcn", "run_mpi_script",
+    "spawn", "system", "popen", "fork", "execv", "execvp", "execve", "posix_spawn", "pexpect",
+})
+"""Names (globals, imported names or attributes) whose use means a process is started."""
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code of the functions, lambdas and comprehensions nested in it."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _in_tests(obj: object) -> bool:
+    """Whether ``obj`` is a function written in this directory (a test, a helper, a fixture)."""
+    code = getattr(obj, "__code__", None)
+    return code is not None and code.co_filename.startswith(_TESTS_PREFIX)
+
+
+_TESTS_PREFIX = str(TESTS) + os.sep
+
+
+def starts_processes(fn: Callable) -> bool:
+    """Whether ``fn`` (unwrapped) or a test-directory function it names uses a name that starts processes.
+
+    Globals are looked up in the function's module, names imported inside it
+    in the module they come from; functions of this directory found so are
+    followed, library code is not (a library call that starts a process is
+    caught at run time instead, by :func:`_unit_tests_start_no_process`).
+    """
+    inner = getattr(getattr(fn, "hypothesis", None), "inner_test", None)  # @given wraps the test
+    fn = inspect.unwrap(inner if inner is not None else fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    if code not in _STARTS:
+        _STARTS[code] = False  # while it is being read (recursion)
+        _STARTS[code] = _names_start_processes(code, getattr(fn, "__globals__", {}))
+    return _STARTS[code]
+
+
+_STARTS: dict[types.CodeType, bool] = {}
+"""starts_processes's answers, by code object."""
+
+
+def _names_start_processes(code: types.CodeType, module_globals: dict) -> bool:
+    """Whether a name in ``code`` starts processes, or names a test-directory function that does.
+
+    Every name (global, imported or attribute) is checked against
+    PROCESS_NAMES; only globals and names imported inside the function are
+    resolved (attributes, such as ``distgcn.train``, are not this directory's functions).
+    """
+    for nested in _code_objects(code):
+        if PROCESS_NAMES.intersection(nested.co_names):
+            return True
+        module_name = ""
+        for instruction in dis.get_instructions(nested):
+            if instruction.opname == "IMPORT_NAME":
+                module_name = instruction.argval
+                if module_name not in sys.modules and (TESTS / f"{module_name}.py").is_file():
+                    importlib.import_module(module_name)  # a helper of this directory, imported inside a test
+                target = sys.modules.get(module_name)
+            elif instruction.opname == "IMPORT_FROM":
+                target = getattr(sys.modules.get(module_name), instruction.argval, None)
+            elif instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                target = module_globals.get(instruction.argval)
+            else:
+                continue
+            if target is None:
+                continue
+            module = target.__name__ if isinstance(target, types.ModuleType) else getattr(target, "__module__", "")
+            if any(module == m or module.startswith(m + ".") for m in PROCESS_MODULES):
+                return True
+            functions = list(vars(target).values()) if isinstance(target, type) else [target]
+            if any(_in_tests(f) and starts_processes(f) for f in functions):
+                return True
+    return False
+
+
+def tier(item: pytest.Item) -> str:
+    """``cluster``, ``mpi`` or ``unit``, as the module docstring says."""
+    if "slurm_cluster" in getattr(item, "fixturenames", ()):
+        return "cluster"
+    function = getattr(item, "function", None)
+    if function is not None and starts_processes(function):
+        return "mpi"
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name, defs in fixtures.items():
+        if name != "_unit_tests_start_no_process" and any(_in_tests(d.func) and starts_processes(d.func)
+                                                          for d in defs):
+            return "mpi"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tier (``-m unit``, ``-m mpi``, ``-m cluster`` select them)."""
+    for item in items:
+        if not any(item.get_closest_marker(name) for name in TIERS):  # a test may state its own
+            item.add_marker(getattr(pytest.mark, tier(item)))
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``unit`` that starts a process fails: the tier would be wrong."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} is marked unit but starts a process; name the helper that "
+                             "starts it in conftest.PROCESS_NAMES or mark the test mpi")
+
+    with mock.patch.object(subprocess.Popen, "_execute_child", refuse), mock.patch.object(os, "system", refuse), \
+            mock.patch.object(os, "posix_spawn", refuse), mock.patch.object(os, "fork", refuse):
+        yield

@@ -1,26 +1,32 @@
 """The Python API (docs/api.md): conversions, partition and training equal to the command line, exports.
 
-The in-process tests run as one rank (mpi4py's singleton); the export test runs
-a script under ``mpiexec -n 2``. The example in docs/api.md is run as written.
+The in-process tests run as one rank (mpi4py's singleton), the command line
+they are compared with runs in this process too (``train`` on one in-process
+rank). The export test runs tests/mpi_scripts/api_export.py on in-process
+ranks (threads, each passing its transport) and once under ``mpiexec -n 2``.
+The example in docs/api.md is run as written.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
 
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, mpiexec, run_distgcn_in_process
 
 import distgcn
+from distgcn.cli import main
 from distgcn.errors import InputError
 from distgcn.graph import Graph, normalized_adjacency
 from partition.stats_command import stats_json
@@ -155,16 +161,16 @@ def without_time(stats: dict) -> dict:
     return {k: v for k, v in stats.items() if k != "partition_s"}
 
 
-def test_partition_equals_the_command_line(tmp_path):
-    cli = run_distgcn(["partition", SPEC, "--parts", "3", "--model", "graph", "--seed", "2", "--quiet",
-                       "--out", str(tmp_path / "cli")])
-    assert cli.returncode == 0, cli.stderr
+def test_partition_equals_the_command_line(tmp_path, capsys):
+    assert main(["partition", SPEC, "--parts", "3", "--model", "graph", "--seed", "2", "--quiet",
+                 "--out", str(tmp_path / "cli")]) == 0, capsys.readouterr().err
     split = distgcn.partition(distgcn.load_graph(SPEC, seed=2), 3, model="graph", seed=2)
     meta = split.write(tmp_path / "api")
     assert meta["partition_id"] == split.partition_id
-    shown = run_distgcn(["stats", str(tmp_path / "api"), "--json"])
-    assert shown.returncode == 0, shown.stderr
-    assert without_time(json.loads(shown.stdout)) == without_time(json.loads(json.dumps(stats_json(tmp_path / "cli"))))
+    capsys.readouterr()
+    assert main(["stats", str(tmp_path / "api"), "--json"]) == 0
+    shown = capsys.readouterr()
+    assert without_time(json.loads(shown.out)) == without_time(json.loads(json.dumps(stats_json(tmp_path / "cli"))))
     cli_meta = json.loads((tmp_path / "cli" / "meta.json").read_text())
     assert meta["partition_id"] == cli_meta["partition_id"]
     assert {k: split.metrics[k] for k in ("volume", "messages", "edge_cut")} == \
@@ -176,9 +182,8 @@ def test_partition_equals_the_command_line(tmp_path):
 
 def test_training_equals_the_command_line_and_predictions_match_its_accuracy(tmp_path):
     metrics = tmp_path / "m.jsonl"
-    cli = run_distgcn(["train", "--graph", SPEC, "--epochs", "6", "--threads", "1", "--seed", "3", "--quiet",
-                       "--metrics", str(metrics)])
-    assert cli.returncode == 0, cli.stderr
+    assert run_distgcn_in_process(["train", "--graph", SPEC, "--epochs", "6", "--threads", "1", "--seed", "3",
+                                   "--quiet", "--metrics", str(metrics)], 1) == [0]
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     result = distgcn.train(SPEC, epochs=6, threads=1, seed=3)
     assert [r["loss"] for r in result.history] == [r["loss"] for r in records]
@@ -215,20 +220,48 @@ def test_training_refuses_bad_settings_and_a_partition_of_another_size():
         distgcn.train(distgcn.partition(SPEC, 2), epochs=1)
 
 
+def api_export_script() -> types.ModuleType:
+    """tests/mpi_scripts/api_export.py as a module (the directory is not a package)."""
+    spec = importlib.util.spec_from_file_location("api_export", ROOT / "tests" / "mpi_scripts" / "api_export.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_export_gathered_equals_per_rank(tmp_path, ranks):
+    """P in-process ranks: the gathered file is the per-rank files merged, and matches one process's outputs."""
+    from distgcn.transport.inprocess import run_ranks
+
+    export_runs = api_export_script().export_runs
+    partdir = tmp_path / "part"
+    distgcn.partition(SPEC, ranks, model="random").write(partdir)
+    threads = torch.get_num_threads()
+    try:  # the API sets torch's threads per call, but they are the process's: the rank threads share them
+        run_ranks(ranks, lambda transport: export_runs(transport, tmp_path, SPEC, str(partdir), 4))
+    finally:
+        torch.set_num_threads(threads)
+    check_export(tmp_path, partdir, ranks)
+
+
 def test_export_gathered_equals_per_rank_under_mpiexec(tmp_path):
-    """Two ranks: the gathered file is the per-rank files merged, and matches one process's outputs."""
+    """Two ranks under mpiexec, each with the API's default transport."""
     partdir = tmp_path / "part"
     distgcn.partition(SPEC, 2, model="random").write(partdir)
     proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py",
                            str(ROOT / "tests" / "mpi_scripts" / "api_export.py"), str(tmp_path), SPEC, str(partdir),
                            "4"], capture_output=True, text=True, timeout=300, env=python_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    check_export(tmp_path, partdir, 2)
 
-    with np.load(tmp_path / "gathered.npz") as f:
+
+def check_export(out: Path, partdir: Path, ranks: int) -> None:
+    """What api_export.py wrote to ``out``: per-rank pieces of the partition, their gathered merge, equal runs."""
+    with np.load(out / "gathered.npz") as f:
         gathered = {k: f[k] for k in f.files}
     pieces = []
-    for rank in range(2):
-        with np.load(tmp_path / "ranks" / f"rank-{rank:05d}.npz") as f:
+    for rank in range(ranks):
+        with np.load(out / "ranks" / f"rank-{rank:05d}.npz") as f:
             pieces.append({k: f[k] for k in f.files})
     parts = np.load(partdir / "parts.npy")
     for rank, piece in enumerate(pieces):
@@ -239,8 +272,8 @@ def test_export_gathered_equals_per_rank_under_mpiexec(tmp_path):
     np.testing.assert_array_equal(gathered["ids"], np.arange(240))
     assert int(gathered["embedding_layer"]) == 1 and gathered["embeddings"].shape == (240, 16)
 
-    losses = json.loads((tmp_path / "losses.json").read_text())
-    assert losses["ranks"] == 2 and losses["graph"] == losses["directory"]
+    losses = json.loads((out / "losses.json").read_text())
+    assert losses["ranks"] == ranks and losses["graph"] == losses["directory"]
     single = distgcn.train(SPEC, epochs=4, dtype="float64", threads=1)
     np.testing.assert_allclose(losses["graph"], [r["loss"] for r in single.history], rtol=1e-10)
     np.testing.assert_allclose(gathered["logits"], single.layer_outputs[-1], rtol=1e-8, atol=1e-10)

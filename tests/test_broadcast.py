@@ -50,6 +50,7 @@ def check_broadcast_equals_halo(halo: list[dict], broadcast: list[dict], ranks: 
         assert b["test_acc"] == h["test_acc"]
 
 
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
 @pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_broadcast_equals_halo_and_sends_every_row(tmp_path, graph, ranks):
     check_broadcast_equals_halo(train(tmp_path, graph, "halo", ranks), train(tmp_path, graph, "broadcast", ranks),

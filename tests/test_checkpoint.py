@@ -3,19 +3,28 @@
 Also: damaged checkpoints are skipped with a warning, checkpoints of another
 graph, partition or model are refused, and a diverging run stops at once
 without touching the last good checkpoint.
+
+Runs of ``distgcn train`` go through the command line's pipeline on in-process
+ranks (threads); one stop-and-resume case runs under a real mpiexec, where the
+failing rank takes the processes down. The global torch, numpy and Python
+generators that a checkpoint captures are shared by the rank threads; nothing
+in training draws from them (initialization, dropout and sampling use their
+own seeded generators and counter-based hashes), so sharing them changes no
+result: the bitwise comparisons below would show it if it did.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import run_distgcn
+from conftest import run_distgcn, run_distgcn_in_process
 
 from distgcn.checkpoint import (
     MAGIC,
@@ -33,14 +42,35 @@ EPOCHS = 7
 
 
 def train(tmp_path: Path, name: str, extra: list[str], ranks: int = 2, dtype: str = "float64",
-          env: dict | None = None):
+          env: dict | None = None,
+          capsys: pytest.CaptureFixture[str] | None = None) -> tuple[types.SimpleNamespace, Path]:
+    """``distgcn train`` into ``tmp_path/name``: the exit status and output (as a process's), and that directory.
+
+    Given the test's ``capsys``, the ranks are threads of this process (``env``
+    is set in it for the run; an aborted job gives the code it aborted with).
+    Without it, the job runs under a real mpiexec.
+    """
     out = tmp_path / name
     out.mkdir(exist_ok=True)
-    proc = run_distgcn(["train", *GRAPH, "--partition", "contiguous", "--epochs", str(EPOCHS), "--dtype", dtype,
-                        "--hidden", "6", "--seed", "2", "--metrics", str(out / "m.jsonl"),
-                        "--save-weights", str(out / "w.npz"), "--quiet", *extra], ranks=ranks, env=env,
-                       timeout=120)
-    return proc, out
+    args = ["train", *GRAPH, "--partition", "contiguous", "--epochs", str(EPOCHS), "--dtype", dtype,
+            "--hidden", "6", "--seed", "2", "--metrics", str(out / "m.jsonl"),
+            "--save-weights", str(out / "w.npz"), "--quiet", *extra]
+    if capsys is None:
+        proc = run_distgcn(args, ranks=ranks, env=env, timeout=120)
+        return types.SimpleNamespace(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr), out
+    from distgcn.transport.inprocess import RankAborted
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in (env or {}).items():
+            patch.setenv(key, value)
+        try:
+            codes = run_distgcn_in_process(args, ranks)
+            assert len(set(codes)) == 1, codes  # every rank ends the same way
+            returncode = codes[0]
+        except RankAborted as aborted:
+            returncode = aborted.code
+    captured = capsys.readouterr()
+    return types.SimpleNamespace(returncode=returncode, stdout=captured.out, stderr=captured.err), out
 
 
 def epoch_records(path: Path) -> list[dict]:
@@ -59,18 +89,30 @@ def weights(path: Path) -> list[np.ndarray]:
         return [npz[f"arr_{i}"] for i in range(len(npz.files))]
 
 
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
+@pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_stopped_and_resumed_run_equals_uninterrupted_bitwise(tmp_path, dtype):
-    full, full_out = train(tmp_path, "full", [], dtype=dtype)
+def test_stopped_and_resumed_run_equals_uninterrupted_bitwise(tmp_path, capsys, dtype, ranks):
+    check_stopped_and_resumed(tmp_path, dtype, ranks, capsys)
+
+
+def test_stopped_and_resumed_run_equals_uninterrupted_bitwise_under_mpiexec(tmp_path):
+    check_stopped_and_resumed(tmp_path, "float32", 2, None)
+
+
+def check_stopped_and_resumed(tmp_path: Path, dtype: str, ranks: int,
+                              capsys: pytest.CaptureFixture[str] | None) -> None:
+    """Rank 1 fails in epoch 6 of a run checkpointing every 2 epochs; resumed, it ends as an uninterrupted run."""
+    full, full_out = train(tmp_path, "full", [], ranks=ranks, dtype=dtype, capsys=capsys)
     assert full.returncode == 0, full.stderr
 
     ckpt = tmp_path / "ckpt"
     stopped, out = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"],
-                         dtype=dtype, env={"DISTGCN_FAIL_AT": "1:6"})
+                         ranks=ranks, dtype=dtype, env={"DISTGCN_FAIL_AT": "1:6"}, capsys=capsys)
     assert stopped.returncode != 0
     assert [p.name for p in list_checkpoints(ckpt)] == [f"checkpoint-0000000{e}.pt" for e in (2, 4)]
     resumed, _ = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2", "--resume"],
-                       dtype=dtype)
+                       ranks=ranks, dtype=dtype, capsys=capsys)
     assert resumed.returncode == 0, resumed.stderr
 
     # Same order of operations on the same partition: equal to the last bit, in float32 too.
@@ -79,25 +121,28 @@ def test_stopped_and_resumed_run_equals_uninterrupted_bitwise(tmp_path, dtype):
         assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
-def test_resume_without_checkpoint_starts_afresh_and_past_the_end_does_nothing(tmp_path):
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
+def test_resume_without_checkpoint_starts_afresh_and_past_the_end_does_nothing(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     first, out = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "3", "--resume"],
-                       ranks=1)
+                       ranks=1, capsys=capsys)
     assert first.returncode == 0, first.stderr
     assert len(epoch_records(out / "m.jsonl")) == EPOCHS
     assert [p.name for p in list_checkpoints(ckpt)][-1] == f"checkpoint-{EPOCHS:08d}.pt"
-    again, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume"], ranks=1)
+    again, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume"], ranks=1, capsys=capsys)
     assert again.returncode == 0, again.stderr
     assert "nothing left to train" in again.stdout
 
 
-def test_checkpoint_of_another_model_or_partition_is_refused(tmp_path):
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
+def test_checkpoint_of_another_model_or_partition_is_refused(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
-    proc, _ = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "7"])
+    proc, _ = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "7"], capsys=capsys)
     assert proc.returncode == 0, proc.stderr
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
     for extra, ranks, what in ((["--lr", "0.05"], 2, "model configuration"), ([], 3, "partition")):
-        refused, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume", *extra], ranks=ranks)
+        refused, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume", *extra], ranks=ranks,
+                            capsys=capsys)
         assert refused.returncode == 2
         errors = [line for line in refused.stderr.splitlines() if line.startswith("distgcn: error:")]
         assert len(errors) == 1 and what in errors[0] and "checkpoint-00000007.pt" in errors[0], refused.stderr
@@ -166,11 +211,13 @@ def test_symlink_at_checkpoint_name_is_not_followed(tmp_path):
     assert read_checkpoint(ckpt / "checkpoint-00000001.pt")["epoch"] == 1
 
 
-def test_diverging_run_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path):
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
+def test_diverging_run_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     # SGD with an absurd step overflows float32 within a few epochs.
     proc, out = train(tmp_path, "nan", ["--optimizer", "sgd", "--lr", "1e30", "--checkpoint-dir", str(ckpt),
-                                        "--checkpoint-every", "1"], dtype="float32")
+                                        "--checkpoint-every", "1"], dtype="float32",
+                      capsys=capsys)
     assert proc.returncode == 3, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("distgcn: error:")]
     assert len(errors) == 1 and "diverged" in errors[0], proc.stderr

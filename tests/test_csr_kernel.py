@@ -1,4 +1,7 @@
-"""Our CSR x dense loop (distgcn/csr_kernel.py): the products scipy gives, and training that does not change."""
+"""Our CSR x dense loop (distgcn/csr_kernel.py): the products scipy gives, and training that does not change.
+
+The training comparison runs the command line's pipeline on in-process ranks (threads).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from conftest import run_distgcn
+from conftest import run_distgcn_in_process
 from distgcn import csr_kernel
 from distgcn.spmm import SparseBlock, choose_kernel
 
@@ -42,14 +45,14 @@ def test_auto_picks_it_on_one_thread_and_torch_otherwise() -> None:
     assert choose_kernel("scipy", 1) == "scipy"
 
 
-def test_two_ranks_train_the_same_with_numba_and_scipy(tmp_path) -> None:
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None:
     losses = {}
     for kernel in ("numba", "scipy"):
         metrics = tmp_path / f"{kernel}.jsonl"
-        proc = run_distgcn(["train", "--graph", "synthetic:sbm,n=300,features=40", "--hidden", "48", "--epochs", "4",
-                            "--dtype", "float64", "--threads", "1", "--spmm-kernel", kernel, "--quiet",
-                            "--metrics", str(metrics)], ranks=2)
-        assert proc.returncode == 0, proc.stderr
+        assert run_distgcn_in_process(["train", "--graph", "synthetic:sbm,n=300,features=40", "--hidden", "48",
+                                       "--epochs", "4", "--dtype", "float64", "--threads", "1", "--spmm-kernel",
+                                       kernel, "--quiet", "--metrics", str(metrics)], ranks) == [0] * ranks
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
         assert records[0]["run"]["spmm_kernel"] == kernel
         losses[kernel] = [r["loss"] for r in records[1:]]

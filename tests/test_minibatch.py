@@ -75,6 +75,7 @@ def oracle(graph_file: str, sampler: str) -> tuple[sp.csr_matrix, list[float], l
     return a_hat, expected, sets
 
 
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
 def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler, ranks):

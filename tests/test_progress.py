@@ -1,4 +1,8 @@
-"""Progress reporting: a redrawn line on a terminal, timestamped lines in logs, --quiet and --verbose."""
+"""Progress reporting: a redrawn line on a terminal, timestamped lines in logs, --quiet and --verbose.
+
+The commands run in this process (``train`` on in-process ranks, threads that
+share this process's stderr, as mpiexec's ranks share the job's).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from datetime import datetime
 
 import pytest
 
+from distgcn.cli import main
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress, format_duration
 
-from conftest import run_distgcn
+from conftest import run_distgcn_in_process
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5)
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
@@ -127,25 +132,26 @@ def test_a_failing_phase_leaves_a_clean_line_and_no_done():
     assert stream.getvalue().endswith("\r\033[K") and "done" not in stream.getvalue()
 
 
-def test_partition_command_logs_timestamped_phases_or_nothing_when_quiet(tmp_path):
+def test_partition_command_logs_timestamped_phases_or_nothing_when_quiet(tmp_path, capsys):
     graph = "synthetic:sbm,n=200,classes=2,features=4"
-    proc = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "a")])
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert lines and all(TIMESTAMPED.match(line) for line in lines), proc.stderr
+    assert main(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines and all(TIMESTAMPED.match(line) for line in lines), err
     assert any("writing shards: done in" in line for line in lines)
-    quiet = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "b"),
-                         "--quiet"])
-    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
-    verbose = run_distgcn(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "c"),
-                           "--verbose"])
-    assert "shard-00001.npz: 100 owned rows" in verbose.stderr and "partitioner: " in verbose.stderr
+    quiet = main(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "b"), "--quiet"])
+    captured = capsys.readouterr()
+    assert quiet == 0 and captured.err == "" and captured.out == ""
+    assert main(["partition", graph, "--parts", "2", "--model", "random", "--out", str(tmp_path / "c"),
+                 "--verbose"]) == 0
+    verbose = capsys.readouterr().err
+    assert "shard-00001.npz: 100 owned rows" in verbose and "partitioner: " in verbose
 
 
-def test_minibatch_training_reports_its_normalization_presampling():
-    proc = run_distgcn(["train", "--graph", "synthetic:sbm,n=400,classes=2,features=4", "--sampler", "node",
-                        "--batch-size", "50", "--norm-samples", "20", "--epochs", "1"], ranks=2)
-    assert proc.returncode == 0, proc.stderr
+def test_minibatch_training_reports_its_normalization_presampling(capsys):
+    assert run_distgcn_in_process(["train", "--graph", "synthetic:sbm,n=400,classes=2,features=4", "--sampler",
+                                   "node", "--batch-size", "50", "--norm-samples", "20", "--epochs", "1"], 2) == [0, 0]
+    err = capsys.readouterr().err
     phase = "pre-sampling 20 batches for the GraphSAINT normalization"
-    assert f"{phase}: started (20 steps)" in proc.stderr and f"{phase}: done in" in proc.stderr
-    assert proc.stderr.count(f"{phase}: started") == 1  # rank 0 only
+    assert f"{phase}: started (20 steps)" in err and f"{phase}: done in" in err
+    assert err.count(f"{phase}: started") == 1  # rank 0 only

@@ -1,4 +1,8 @@
-"""The stochastic hypergraph model (partition/stochastic.py) and the minibatch communication metric."""
+"""The stochastic hypergraph model (partition/stochastic.py) and the minibatch communication metric.
+
+The command line runs in this process: ``partition`` as one process does, and
+``train`` on in-process ranks (threads).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_distgcn
+from conftest import run_distgcn_in_process
 from strategies import directed_a_hat
 
 from distgcn.cli import main
@@ -158,19 +162,18 @@ def test_edgeless_samples_are_an_input_error():
         stochastic_parts(sp.identity(40, format="csr"), 3, SamplerSpec("node", 10), shp_samples=3)
 
 
-def test_partition_command_writes_shards_that_train(tmp_path):
+def test_partition_command_writes_shards_that_train(tmp_path, capsys):
     out = tmp_path / "shp"
-    proc = run_distgcn(["partition", SBM, "--model", "stochastic", "--sampler", "node", "--batch-size", "50",
-                        "--parts", "3", "--shp-epsilon", "0.05", "--out", str(out), "--quiet"])
-    assert proc.returncode == 0, proc.stderr
+    code = main(["partition", SBM, "--model", "stochastic", "--sampler", "node", "--batch-size", "50",
+                 "--parts", "3", "--shp-epsilon", "0.05", "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
     meta = json.loads((out / "meta.json").read_text())
     assert meta["model"] == "stochastic" and meta["parts"] == 3
     assert meta["sampler"] == {"name": "node", "batch_size": 50, "options": {}}
     shp = meta["partition_info"]["shp"]
     assert shp["nets_bound"] == hoeffding_nets(3, 0.05, 0.05) and shp["delta"] == 0.05
     assert meta["shp_samples"] == shp["samples"] >= 1 and shp["nets"] >= shp["nets_bound"]
-    train = run_distgcn(["train", str(out), "--epochs", "2", "--quiet"], ranks=3)
-    assert train.returncode == 0, train.stderr
+    assert run_distgcn_in_process(["train", str(out), "--epochs", "2", "--quiet"], 3) == [0, 0, 0]
 
 
 @pytest.mark.parametrize("flags, message", [

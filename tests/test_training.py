@@ -61,6 +61,7 @@ def train(args: list[str], ranks: int, in_process: bool) -> None:
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
 @pytest.mark.parametrize("graph_name", ["cora", "directed"])
 @pytest.mark.parametrize("partition", ["random", "contiguous"])
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
@@ -108,6 +109,7 @@ def check_equals_single_process(tmp_path, directed_graph: str, graph_name: str, 
             assert r["messages"] == messages * r["spmm_exchanges"]
 
 
+@pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
 @pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_deeper_model_with_sgd_equals_single_process(tmp_path, directed_graph, ranks):
     """3 layers of different widths, SGD, no weight decay, scipy kernel."""
