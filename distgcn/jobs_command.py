@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import InputError
-from .schema import finite_or_nan, validate_metrics_line
+from .metrics_log import read_metrics
 
 SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
 """jobs/ of a source checkout (editable install)."""
@@ -219,25 +219,7 @@ def _metrics_files(inputs: Sequence[str]) -> list[Path]:
 
 def load_metrics(path: Path) -> tuple[int, list[dict]]:
     """The rank count (from the run header on the first line, else the name metrics-pP) and the epochs."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", path=path) from None
-    except UnicodeDecodeError:
-        raise InputError("cannot read (not UTF-8 text)", path=path) from None
-    records = []
-    header: dict = {}
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise InputError(f"not JSON ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
-                                 line=number) from None
-            validate_metrics_line(record, f"{path}:{number}")
-            header = header or record.get("run", {})
-            if "epoch" in record:
-                records.append(finite_or_nan(record))
+    header, records = read_metrics(path)
     if not records:
         raise InputError("no epochs recorded (did the job fail?)", path=path)
     from_header = header.get("ranks")

@@ -16,6 +16,7 @@ from typing import IO
 
 from .errors import InputError
 from .safe_io import METRICS, check_target, start_growing_file
+from .schema import finite_or_nan, validate_metrics_line
 
 
 def format_epoch(m: dict) -> str:
@@ -86,19 +87,39 @@ def _finite(value: object) -> object:
     return value
 
 
-def _records_through(path: Path, epoch: int) -> list[str]:
-    """The file's records of epochs 1..``epoch`` (later ones will be recomputed), as JSON lines."""
-    kept = []
-    lines = path.read_text().splitlines()
+def read_metrics(path: Path, *, cut_last_line: bool = False) -> tuple[dict, list[dict]]:
+    """A metrics file's run header (``{}`` if none) and its epoch records, each line checked against the schema.
+
+    Null numbers (what the writer records for NaN or infinity) are read back as NaN. ``cut_last_line``:
+    a last line that is not JSON is dropped (cut short by the kill that interrupted the run being resumed).
+    """
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read metrics ({exc.strerror or exc})", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError("cannot read metrics (not UTF-8 text)", path=path) from None
+    header: dict = {}
+    records = []
     for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
-                break  # a line cut short by the kill that interrupted the run
-            raise InputError(f"not a metrics file (line {number} is not JSON)", path=path) from None
-        if not isinstance(record, dict):
-            raise InputError(f"not a metrics file (line {number} is not a JSON object)", path=path)
-        if record.get("epoch", 0) <= epoch:
-            kept.append(json.dumps(_finite(record), allow_nan=False) + "\n")  # an older file's NaN becomes null
-    return kept
+        except (json.JSONDecodeError, RecursionError) as exc:
+            if cut_last_line and number == len(lines):
+                break
+            raise InputError(f"not a JSON line ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
+                             line=number) from None
+        validate_metrics_line(record, f"{path}:{number}")
+        header = header or record.get("run", {})
+        if "epoch" in record:
+            records.append(finite_or_nan(record))
+    return header, records
+
+
+def _records_through(path: Path, epoch: int) -> list[str]:
+    """The file's records of epochs 1..``epoch`` (later ones will be recomputed), as JSON lines."""
+    _header, records = read_metrics(path, cut_last_line=True)
+    # the first record keeps its run header; an older file's NaN is written null
+    return [json.dumps(_finite(record), allow_nan=False) + "\n" for record in records if record["epoch"] <= epoch]

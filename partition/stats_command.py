@@ -12,7 +12,7 @@ from pathlib import Path
 
 from distgcn.distribute import META_FILE, check_plan, load_listed_shard, read_meta, verify_parts_file
 from distgcn.errors import InputError
-from distgcn.memory import ModelShape, model_widths, predict, sizes_of
+from distgcn.memory import ModelShape, model_widths, predict, shard_sizes, sizes_of
 from distgcn.schema import COUNT, Int, Key, Obj, Str, validate
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
@@ -30,19 +30,23 @@ class ModelOptions:
     dropout: float = 0.5
 
 
-def memory_json(directory: Path, meta: dict, options: ModelOptions) -> list[dict]:
+def memory_json(directory: Path, meta: dict, options: ModelOptions, verify: bool = True) -> list[dict]:
     """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data).
 
-    Each shard is read whole and verified against meta.json, not just its headers: what is reported on
-    must be what training would read.
+    With ``verify``, each shard is read whole and checked against meta.json, not just its headers: what
+    is reported on must be what training would read. Without (the summary ``partition`` prints of the
+    shards it has just written and checksummed), only the array headers are read.
     """
     if options.layers < 2:
         raise InputError(f"--layers: expected at least 2, got {options.layers}")
     ranks = []
     for rank in range(meta["parts"]):
-        shard = load_listed_shard(directory, meta, rank)
-        check_plan(shard)
-        sizes = sizes_of(shard)
+        if verify:
+            shard = load_listed_shard(directory, meta, rank)
+            check_plan(shard)
+            sizes = sizes_of(shard)
+        else:
+            sizes = shard_sizes(directory / meta["shards"][rank]["file"])
         try:
             widths = model_widths(sizes.features, sizes.classes, options.layers, options.hidden)
         except ValueError as exc:
@@ -54,19 +58,20 @@ def memory_json(directory: Path, meta: dict, options: ModelOptions) -> list[dict
     return ranks
 
 
-def _verified_stats(directory: Path, options: ModelOptions) -> tuple[dict, dict]:
-    """(meta.json, the stats object) of one directory: meta.json against the schema, parts.npy and every
-    shard against their checksums, so that nothing unchecked is reported."""
+def _verified_stats(directory: Path, options: ModelOptions, verify: bool = True) -> tuple[dict, dict]:
+    """(meta.json, the stats object) of one directory: meta.json against the schema, and with ``verify``
+    parts.npy and every shard against their checksums, so that nothing unchecked is reported."""
     meta = read_meta(directory)
-    verify_parts_file(directory, meta)
+    if verify:
+        verify_parts_file(directory, meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": asdict(options), "ranks": memory_json(directory, meta, options)}
+    out["memory"] = {"model": asdict(options), "ranks": memory_json(directory, meta, options, verify)}
     return meta, out
 
 
-def stats_json(directory: str | Path, options: ModelOptions = ModelOptions()) -> dict:
-    return _verified_stats(Path(directory), options)[1]
+def stats_json(directory: str | Path, options: ModelOptions = ModelOptions(), verify: bool = True) -> dict:
+    return _verified_stats(Path(directory), options, verify)[1]
 
 
 def _memory_table(memory: dict) -> str:
@@ -81,8 +86,8 @@ def _memory_table(memory: dict) -> str:
     return "\n".join(lines)
 
 
-def stats_table(directory: str | Path, options: ModelOptions = ModelOptions()) -> str:
-    s = stats_json(directory, options)
+def stats_table(directory: str | Path, options: ModelOptions = ModelOptions(), verify: bool = True) -> str:
+    s = stats_json(directory, options, verify)
     graph = s["graph"] or {}
     vol, msg = s["volume"], s["messages"]
     rows = [
@@ -105,8 +110,9 @@ def stats_table(directory: str | Path, options: ModelOptions = ModelOptions()) -
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
 
 
-def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOptions()) -> None:
-    print(json.dumps(stats_json(directory, options)) if as_json else stats_table(directory, options))
+def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOptions(), verify: bool = True) -> None:
+    """``verify=False`` only for a directory this process has just written (``partition``'s summary)."""
+    print(json.dumps(stats_json(directory, options, verify)) if as_json else stats_table(directory, options, verify))
 
 
 MINIBATCH_META = Obj({

@@ -8,7 +8,6 @@ and the summary says so).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import numpy as np
 
 from ..distribute import check_plan, load_listed_shard, read_meta, verify_parts_file
 from ..errors import InputError
-from ..schema import EPOCH_KEYS, finite_or_nan, validate_metrics_line  # noqa: F401 - EPOCH_KEYS for callers
+from ..metrics_log import read_metrics
+from ..schema import EPOCH_KEYS  # noqa: F401 - EPOCH_KEYS for callers
 
 ANNOTATIONS = ("label", "ranks", "model", "graph")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
@@ -113,25 +113,7 @@ def _ranks(value: str | int | None, source: Path) -> int | None:
 
 def load_run(path: Path, annotations: dict[str, str]) -> Run:
     """Read a metrics file; the ``run`` object (if any) and the annotations say what it was."""
-    records: list[dict] = []
-    header: dict = {}
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read metrics ({exc})", path=path) from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise InputError(f"not a JSON line ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
-                             line=number) from None
-        validate_metrics_line(record, f"{path}:{number}")
-        if "run" in record and not header:
-            header = record["run"]
-        if "epoch" in record:
-            records.append(finite_or_nan(record))
+    header, records = read_metrics(path)
     if not records:
         raise InputError("no epoch records in the metrics file", path=path)
     graph = header.get("graph") or {}
