@@ -47,7 +47,7 @@ from distgcn.cli import add_graph_options
 from distgcn.counters import CommCounters
 from distgcn.distribute import build_and_scatter, load_own_shard
 from distgcn.halo import HaloExchanger, HaloPlan
-from distgcn.launch import set_threads
+from distgcn.threads import set_threads
 from distgcn.prepare import GraphOptions
 from distgcn.spmm import DistributedAdjacency, choose_kernel
 from distgcn.transport import Exchange, MPITransport

@@ -118,7 +118,7 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = "ran
     """
     import torch
 
-    from .launch import CollectiveInputError, agree
+    from .collective import CollectiveInputError, agree
     from .spmm import choose_kernel
 
     config = _config(epochs, layers, hidden, lr, dropout, weight_decay, optimizer, seed, dtype)
@@ -155,7 +155,7 @@ def default_transport(backend: str | None = None) -> Transport:
     """
     import torch
 
-    from .launcher import default_backend, detect, make_transport
+    from .transport.setup import default_backend, detect, make_transport
 
     if backend is None:
         backend = default_backend(detect(os.environ), torch.cuda.is_available())
@@ -186,7 +186,7 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
                feature_norm: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
     from .distribute import META_FILE, load_own_shard, scatter_shards
-    from .launch import agree
+    from .collective import agree
 
     is_directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
     if transport.allgather_object(is_directory)[0]:

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from .errors import InputError
 from .graph import Graph
-from .launch import agree
+from .collective import agree
 from .prepare import GraphOptions, prepare_graph
 from .schema import validate_meta
 from .shard import Shard, read_arrays

@@ -28,7 +28,7 @@ def collective(transport: Transport, step: Callable[[], T]) -> T:
 
     A Python caller gets the exception it can catch; no rank is left waiting in a collective.
     """
-    from .launch import CollectiveInputError, agree
+    from .collective import CollectiveInputError, agree
 
     try:
         return agree(transport, step)

@@ -12,8 +12,9 @@ from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_che
 from .distribute import build_and_scatter, load_own_shard, read_meta
 from . import memory, signals
 from .errors import InputError
-from .launch import CollectiveInputError, abort_on_unexpected, agree, default_threads, set_threads
-from .launcher import make_transport
+from .collective import CollectiveInputError, abort_on_unexpected, agree
+from .threads import default_threads, set_threads
+from .transport.setup import make_transport
 from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from .prepare import GraphOptions
 from .progress import Progress

@@ -13,7 +13,6 @@ nonzero pattern, with no other copy of the structure on the Python side.
 
 from __future__ import annotations
 
-import os
 import threading
 from importlib import resources
 
@@ -21,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.threads import available_cores
 
 from .weights import vertex_weights
 
@@ -32,7 +32,6 @@ __all__ = [
     "column_net",
     "hypergraph_parts",
     "partition_nets",
-    "default_threads",
 ]
 
 DEFAULT_PARTITIONER = "mtkahypar"
@@ -69,14 +68,6 @@ KAHYPAR_PRESETS = {
     "fast": "kahypar_km1_fast.ini",
     "quality": "kahypar_km1_quality.ini",
 }
-
-
-def default_threads() -> int:
-    """Cores this process may run on (all of them unless restricted by affinity)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def column_net(a_hat: sp.spmatrix, vertex_weight: str = "nonzeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,7 +124,7 @@ def _mtkahypar(threads: int | None):
 
     with _MTK_LOCK:
         if _MTK is None:
-            nthreads = int(threads) if threads else default_threads()
+            nthreads = int(threads) if threads else available_cores()
             _MTK = mtkahypar.initialize(nthreads, False)
             _MTK_THREADS = nthreads
         return _MTK, _MTK_THREADS

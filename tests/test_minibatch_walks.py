@@ -54,7 +54,7 @@ def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
 
 def main(out: Path, graph: str) -> None:
     """MPI side: :func:`sample_walks` on this rank; rank 0 writes the result to ``out``."""
-    from distgcn.launcher import make_transport
+    from distgcn.transport.setup import make_transport
 
     transport = make_transport("mpi")
     result = sample_walks(transport, graph)

@@ -24,7 +24,7 @@ from test_training import brute_volume, directed_graph  # noqa: F401 - directed_
 
 from distgcn.distribute import shard_filename
 from distgcn.errors import InputError
-from distgcn.launcher import Launch, default_backend, detect, first_host, make_transport
+from distgcn.transport.setup import Launch, default_backend, detect, first_host, make_transport
 from distgcn.memory import shard_sizes
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.shard import Shard

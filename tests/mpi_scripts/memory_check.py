@@ -18,7 +18,7 @@ import scipy.sparse as sp
 import torch
 
 from distgcn.distribute import load_own_shard, shard_filename
-from distgcn.launcher import make_transport
+from distgcn.transport.setup import make_transport
 from distgcn.memory import ModelShape, predict, shard_sizes
 from distgcn.trainer import TrainConfig, Trainer
 

@@ -19,14 +19,14 @@ from datetime import timedelta
 
 import torch
 
-from .errors import InputError
-from .transport import Transport
+from ..errors import InputError
+from .base import Transport
 
 BACKENDS = ("mpi", "gloo", "nccl")
 TIMEOUT = timedelta(minutes=10)
 """How long a torch.distributed operation may wait for a silent peer before failing.
 
-A rank that fails takes the job down at once (see launch.abort_on_unexpected);
+A rank that fails takes the job down at once (see collective.abort_on_unexpected);
 this only bounds a peer that hangs without exiting."""
 
 _MPI_RANK_VARS = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
@@ -115,7 +115,7 @@ def make_transport(backend: str | None, env: Mapping[str, str] | None = None) ->
 
 
 def _mpi_transport(launch: Launch) -> Transport:
-    from .transport import MPITransport
+    from .mpi import MPITransport
 
     transport = MPITransport()
     if launch.launcher in ("torchrun", "srun") and transport.size != launch.world_size:
@@ -133,7 +133,7 @@ def _torch_transport(backend: str, launch: Launch) -> Transport:
     # GIL, is ended by Python and aborts the process ('terminate called without an active exception').
     import torch.distributed.nn.functional  # noqa: F401
 
-    from .transport import TorchDistTransport
+    from .torch_dist import TorchDistTransport
 
     if backend == "nccl" and not torch.cuda.is_available():
         raise InputError("--backend nccl: no CUDA device is visible (torch.cuda.is_available() is False); "

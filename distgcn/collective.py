@@ -1,4 +1,4 @@
-"""Process setup for a run: compute threads, and agreeing on failures across ranks.
+"""Agreeing on failures across ranks.
 
 A rank that hits bad input must not leave the others waiting in a
 collective: :func:`agree` turns a per-rank outcome into a decision that every
@@ -7,13 +7,10 @@ rank reaches together, and anything unexpected aborts the whole job.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
 from typing import TypeVar
-
-import torch
 
 from . import signals
 from .errors import InputError
@@ -28,22 +25,6 @@ class CollectiveInputError(Exception):
     def __init__(self, message: str, printed_here: bool):
         super().__init__(message)
         self.printed_here = printed_here
-
-
-def default_threads(ranks_per_node: int) -> int:
-    """Slurm's cpus-per-task when launched by srun, else this node's cores shared among its ranks."""
-    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
-    if slurm and slurm.isdigit() and int(slurm) > 0:
-        return int(slurm)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // max(1, ranks_per_node))
-
-
-def set_threads(threads: int) -> None:
-    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use."""
-    torch.set_num_threads(threads)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
 
 
 def agree(transport: Transport, step: Callable[[], T]) -> T:
