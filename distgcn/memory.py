@@ -36,7 +36,7 @@ OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
 """Tensors of a parameter's size that the optimizer keeps (Adam: two moments; SGD without momentum: none)."""
 _INDEX = 8  # int64 row pointers, column indices and row lists
 _HASH_WORDS = 3
-"""uint64 arrays of (rows x width/4) alive at once while a dropout mask is hashed (dropout._mix)."""
+"""uint64 arrays of (rows x width/4) alive at once while a dropout mask is hashed (hashing.mix64_inplace)."""
 
 
 @dataclass(frozen=True)

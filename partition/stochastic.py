@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.hashing import GOLDEN, mix64
 from distgcn.sampling import Sampler, Subgraph
 from distgcn.sampling.cli_options import SamplerSpec
 
@@ -42,6 +43,8 @@ __all__ = ["DEFAULT_SHP_EPSILON", "DEFAULT_SHP_DELTA", "hoeffding_nets", "Sample
 
 DEFAULT_SHP_EPSILON = 0.02
 DEFAULT_SHP_DELTA = 0.05
+_SECOND_SALT = np.uint64(0x632BE59BD9B4E019)
+"""Added to pin ids for the second of the two pin-set hashes (the first adds GOLDEN), so that they differ."""
 
 
 def hoeffding_nets(nparts: int, epsilon: float, delta: float) -> int:
@@ -113,14 +116,6 @@ def sample_nets(sampler: Sampler, rng: np.random.Generator, *, min_nets: int = 0
                        coverage)
 
 
-def _mix(x: np.ndarray, salt: int) -> np.ndarray:
-    """splitmix64 finalizer of x + salt (wrapping uint64 arithmetic)."""
-    z = x.astype(np.uint64) + np.uint64(salt)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
 def merge_identical_nets(indptr: np.ndarray, pins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge nets with equal pin lists (sorted pins, no empty net): (indptr, pins, weights = multiplicity).
 
@@ -133,8 +128,9 @@ def merge_identical_nets(indptr: np.ndarray, pins: np.ndarray) -> tuple[np.ndarr
         return indptr, pins, np.zeros(0, dtype=np.int64)
     sizes = np.diff(indptr)
     starts = indptr[:-1]
-    h1 = np.add.reduceat(_mix(pins, 0x9E3779B97F4A7C15), starts)
-    h2 = np.add.reduceat(_mix(pins, 0x632BE59BD9B4E019), starts)
+    pin_ids = pins.astype(np.uint64)
+    h1 = np.add.reduceat(mix64(pin_ids + GOLDEN), starts)
+    h2 = np.add.reduceat(mix64(pin_ids + _SECOND_SALT), starts)
     order = np.lexsort((h2, h1, sizes))
     head = np.ones(m, dtype=bool)
     head[1:] = (np.diff(sizes[order]) != 0) | (np.diff(h1[order]) != 0) | (np.diff(h2[order]) != 0)

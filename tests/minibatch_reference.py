@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from distgcn.dropout import dropout_key, keyed_dropout
-from distgcn.minibatch.sampling import batch_key, stream_key, uniforms
+from distgcn.hashing import uniforms
+from distgcn.minibatch.sampling import batch_key, stream_key
 from distgcn.minibatch.walks import MOVE, POP, ROOTS, START, STEP
 from distgcn.model import glorot_weights
 

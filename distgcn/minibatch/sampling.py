@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..dropout import _GOLDEN, _mix, dropout_key
+from ..hashing import derive_key, uniforms
 from ..shard import Shard
 from ..transport import Transport
 from .plan_bytes import PlanBytes
@@ -31,16 +31,9 @@ _SALT = 0x5A3C_17E9_B0D4_6F21
 """Separates the sampling stream from dropout's, which hashes the same (seed, epoch, index) triples."""
 
 
-def uniforms(key: int, counters: np.ndarray) -> np.ndarray:
-    """One float64 uniform in [0, 1) per uint64 counter, for the 64-bit ``key``."""
-    with np.errstate(over="ignore"):
-        x = _mix(counters.astype(np.uint64) + np.uint64(key) * _GOLDEN)
-    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
-
 def batch_key(seed: int, epoch: int, batch: int) -> int:
     """The key of one minibatch; epoch 0 is the normalization pre-sampling pass."""
-    return dropout_key(seed ^ _SALT, epoch, batch)
+    return derive_key(seed ^ _SALT, epoch, batch)
 
 
 def stream_key(key: int, stream: int, index: int = 0) -> int:
@@ -49,7 +42,7 @@ def stream_key(key: int, stream: int, index: int = 0) -> int:
     Walk samplers hash several counters per batch (roots by vertex id, each
     step by walker id); separate keys keep those uniforms independent.
     """
-    return dropout_key(key, stream, index)
+    return derive_key(key, stream, index)
 
 
 class DistributedSampler(ABC):

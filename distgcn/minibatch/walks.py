@@ -25,11 +25,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..hashing import uniforms
 from ..sampling.dashboard import FenwickTree
 from ..shard import Shard
 from ..transport import Transport
 from .plan_bytes import PlanBytes
-from .sampling import DistributedSampler, stream_key, uniforms
+from .sampling import DistributedSampler, stream_key
 
 ROOTS, STEP, START, POP, MOVE = 1, 2, 3, 4, 5
 """The ``stream`` argument of :func:`stream_key` for each use of the hash (part of the batch's definition)."""
