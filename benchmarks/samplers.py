@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from distgcn.data import load_graph  # noqa: E402
 from distgcn.graph import normalized_adjacency  # noqa: E402
-from distgcn.sampling import (  # noqa: E402
+from distgcn.sampling.reference import (  # noqa: E402
     SAMPLERS,
     SamplingGraph,
     frontier_walk_dashboard,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distgcn.errors import InputError
-from distgcn.sampling import Subgraph
+from distgcn.sampling.reference import Subgraph
 
 from .metrics import validate_parts
 

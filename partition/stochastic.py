@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from distgcn.errors import InputError
 from distgcn.hashing import GOLDEN, mix64
-from distgcn.sampling import Sampler, Subgraph
+from distgcn.sampling.reference import Sampler, Subgraph
 from distgcn.sampling.cli_options import SamplerSpec
 
 from .hypergraph import partition_nets

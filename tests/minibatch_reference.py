@@ -19,8 +19,7 @@ import torch.nn.functional as F
 
 from distgcn.dropout import dropout_key, keyed_dropout
 from distgcn.hashing import uniforms
-from distgcn.minibatch.sampling import batch_key, stream_key
-from distgcn.minibatch.walks import MOVE, POP, ROOTS, START, STEP
+from distgcn.sampling.distributed.keys import MOVE, POP, ROOTS, START, STEP, batch_key, stream_key
 from distgcn.model import glorot_weights
 
 

@@ -20,7 +20,7 @@ from conftest import random_edge_file, run_distgcn, run_distgcn_in_process
 from minibatch_reference import batch_vertices, reference_minibatch
 
 from distgcn.cli import main
-from distgcn.minibatch.sampling import batch_key
+from distgcn.sampling.distributed import batch_key
 from distgcn.prepare import GraphOptions, prepare_graph
 from partition.models import compute_parts
 

@@ -34,7 +34,7 @@ def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
     """Sample every key with every walk sampler on this rank; every rank returns the gathered sets."""
     from distgcn.distribute import build_and_scatter
     from distgcn.minibatch import make_distributed_sampler
-    from distgcn.minibatch.sampling import batch_key
+    from distgcn.sampling.distributed import batch_key
     from distgcn.prepare import GraphOptions
 
     shard = build_and_scatter(transport, GraphOptions(spec=graph, features=8, classes=3, seed=SEED), "random", SEED)
@@ -74,7 +74,7 @@ def oracle_sets(graph_file: str) -> dict[str, list[list[int]]]:
     """Every key's vertex set of every walk sampler, drawn by the whole-graph oracle."""
     from minibatch_reference import batch_vertices
 
-    from distgcn.minibatch.sampling import batch_key
+    from distgcn.sampling.distributed import batch_key
     from distgcn.prepare import GraphOptions, prepare_graph
 
     _, a_hat = prepare_graph(GraphOptions(spec=graph_file, features=8, classes=3, seed=SEED))

@@ -1,4 +1,9 @@
-"""Samplers (distgcn.sampling): reproducibility, induced subgraphs, distributions, normalization."""
+"""Samplers (distgcn.sampling.reference): reproducibility, induced subgraphs, distributions, normalization.
+
+The last section checks what the distributed samplers share with these (see
+the docstring of distgcn.sampling): their draws differ, their weights and
+walk steps do not.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from strategies import directed_a_hat
 from distgcn.data import load_graph
 from distgcn.errors import InputError
 from distgcn.graph import normalized_adjacency
-from distgcn.sampling import (
+from distgcn.sampling.reference import (
     SAMPLERS,
     FenwickTree,
     SamplingGraph,
@@ -343,3 +348,54 @@ def test_loss_weights_make_the_batch_loss_unbiased():
         plain.append(float(losses[s.vertices].mean()))
     assert abs(np.mean(weighted) / losses.mean() - 1.0) < 0.02
     assert abs(np.mean(plain) / losses.mean() - 1.0) > 0.05  # measured: 0.07
+
+
+# ---- what the distributed samplers share with these -------------------------------------
+
+def _shards_and_a_hat(tmp_path, ranks: int, fn):
+    """Run ``fn(shard, transport)`` on ``ranks`` in-process ranks over a directed graph with dead ends; return Â too."""
+    from conftest import random_edge_file
+
+    from distgcn.distribute import build_and_scatter
+    from distgcn.prepare import GraphOptions, prepare_graph
+    from distgcn.transport.inprocess import run_ranks
+
+    options = GraphOptions(spec=random_edge_file(tmp_path / "g.txt", n=90, m=300, seed=4), features=4, classes=2,
+                           seed=1)
+    results = run_ranks(ranks, lambda t: fn(build_and_scatter(t, options, "random", 1), t))
+    return results, prepare_graph(options)[1]
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_distributed_node_inclusion_is_the_poisson_form_of_the_reference_probabilities(tmp_path, ranks):
+    """P(v in S) = 1 - exp(-N P(v)) with the reference's P(v) (equal up to the order of the float sums)."""
+    from distgcn.sampling.distributed import NodeSampler
+
+    batch = 20
+    results, a = _shards_and_a_hat(tmp_path, ranks, lambda shard, t: (
+        shard.global_ids.copy(), NodeSampler(shard, t, batch).inclusion))
+    p = make_sampler("node", a, batch).probabilities
+    for gids, inclusion in results:
+        np.testing.assert_allclose(inclusion, -np.expm1(-batch * p[gids]), rtol=1e-12, atol=0)
+    assert sorted(np.concatenate([gids for gids, _ in results]).tolist()) == list(range(a.shape[0]))
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_distributed_walk_step_is_the_reference_step(tmp_path, ranks):
+    """From v with uniform u, both go to the same in-neighbour: the floor(u·deg(v))-th by id, self loop skipped."""
+    from distgcn.sampling.distributed import RandomWalkSampler
+
+    u01 = np.random.default_rng(3).random(7)
+
+    def steps(shard, transport):
+        walk = RandomWalkSampler(shard, transport, 20, 2).walk
+        cur = np.repeat(np.flatnonzero(walk.deg[:shard.n_owned] > 0), u01.size)
+        u = np.tile(u01, cur.size // u01.size)
+        return shard.global_ids[cur].astype(np.int64), u, walk.col_gid[walk.step(cur, u)]
+
+    results, a = _shards_and_a_hat(tmp_path, ranks, steps)
+    graph = SamplingGraph(a)
+    for v, u, reached in results:
+        np.testing.assert_array_equal(reached, graph.neighbor(v, u))
+    starts = np.concatenate([v for v, _, _ in results])
+    assert np.array_equal(np.unique(starts), np.flatnonzero(graph.deg > 0))  # every movable vertex checked

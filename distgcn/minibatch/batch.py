@@ -17,8 +17,8 @@ import scipy.sparse as sp
 import torch
 
 from ..halo import HaloPlan
+from ..sampling.distributed import PlanBytes
 from ..shard import Shard
-from .plan_bytes import PlanBytes
 
 
 @dataclass

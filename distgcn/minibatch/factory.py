@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from ..sampling import samplers as single_process
+from ..sampling.distributed import (
+    DISTRIBUTED_SAMPLERS,
+    DistributedSampler,
+    EdgeSampler,
+    FrontierSampler,
+    NodeSampler,
+    RandomWalkSampler,
+)
+from ..sampling.reference import samplers as single_process
 from ..shard import Shard
 from ..transport import Transport
-from .sampling import DISTRIBUTED_SAMPLERS, DistributedSampler, EdgeSampler, NodeSampler
-from .walks import FrontierSampler, RandomWalkSampler
 
 
 def sampler_options(name: str, batch_size: int, given: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from ..faults import inject_faults
 from ..halo import HaloExchanger
+from ..sampling.distributed import LocalNormalization, batch_key, presample
 from ..shard import Shard
 from ..sparse_input import SparseRows
 from ..spmm import DistributedAdjacency, spmm
@@ -26,8 +27,6 @@ from ..trainer import DTYPES, Trainer, TrainConfig
 from ..transport import Transport
 from .batch import BatchBlocks, build_batch
 from .factory import make_distributed_sampler
-from .normalization import LocalNormalization, presample
-from .sampling import batch_key
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,46 @@
-"""Minibatch subgraph samplers and GraphSAINT normalization (see docs/minibatch.md)."""
+"""Minibatch subgraph samplers, in two implementations kept apart (docs/minibatch.md).
 
-from .dashboard import FenwickTree, frontier_walk_dashboard, frontier_walk_naive, frontier_walk_tree
-from .normalization import Normalization, estimate_normalization
-from .samplers import (
-    SAMPLER_OPTIONS,
-    SAMPLERS,
-    EdgeSampler,
-    FrontierSampler,
-    NodeSampler,
-    RandomWalkSampler,
-    Sampler,
-    make_sampler,
-)
-from .structure import SamplingGraph, Subgraph
+* :mod:`.reference`: the single-process GraphSAINT samplers (node, edge, rw,
+  frontier) over the whole Â, drawing from a ``numpy.random.Generator`` as
+  published (N draws with replacement, r uniform roots, m uniform starts),
+  with GraphSAINT's normalization. The stochastic hypergraph model
+  (``partition --model stochastic``, :mod:`partition.stochastic`) samples its
+  nets with them, ``benchmarks/samplers.py`` measures them, and
+  tests/test_sampling.py pins their distributions. numpy and scipy only.
+* :mod:`.distributed`: each rank's part of the same four samplers, used by
+  minibatch training (:mod:`distgcn.minibatch`) over the 1D row partition,
+  where no rank holds Â. Every choice is a keyed hash of global ids
+  (:mod:`distgcn.hashing`, keys in :mod:`.distributed.keys`) rather than a
+  generator draw, so a batch is a function of (seed, epoch, batch): the same
+  for every P and partition, and replayed on resume with no sampler state.
 
-__all__ = [
-    "FenwickTree", "frontier_walk_dashboard", "frontier_walk_naive", "frontier_walk_tree",
-    "Normalization", "estimate_normalization",
-    "SAMPLER_OPTIONS", "SAMPLERS", "EdgeSampler", "FrontierSampler", "NodeSampler", "RandomWalkSampler",
-    "Sampler", "make_sampler",
-    "SamplingGraph", "Subgraph",
-]
+Why both: a generator's sequential draws cannot be shared out among ranks
+without sending them or the graph; hashed decisions can, but they change the
+draw itself. Node and edge include each vertex or entry independently,
+Poisson(N·P) draws instead of N draws with replacement; rw roots
+Poisson(r/n) walks per vertex instead of exactly r; frontier starts from the
+m smallest hashes. So the two do not draw the same batches for a seed, not
+even on one rank. What they share:
+
+* the weights: a distributed node batch holds v with probability
+  1 − exp(−N·P(v)), P(v) the reference node sampler's ``probabilities``
+  (edge: the same with ⌈N/2⌉ draws and the reference's P(v, u));
+* the walk step: from v with uniform u, both go to the ⌊u·deg(v)⌋-th
+  off-diagonal in-neighbour of row v in increasing id order (the reference's
+  ``SamplingGraph.neighbor``, the distributed ``WalkRows.step``);
+* the frontier pop: an integer target in the Fenwick tree of
+  :mod:`.reference.dashboard` over the walkers' degrees;
+* GraphSAINT's normalization: the formulas of :mod:`.reference.normalization`
+  (counts floored at 1), with the counts kept by the rows' owners
+  (:mod:`.distributed.normalization`).
+
+The first two are checked in tests/test_sampling.py. Every distributed
+sampler draws, for every P, what the whole-graph oracle of
+tests/minibatch_reference.py draws with the same keys (tests/test_minibatch.py,
+tests/test_minibatch_walks.py).
+
+Dependencies run one way: :mod:`.distributed` imports :mod:`.reference`
+(the Fenwick tree), neither imports :mod:`distgcn.minibatch`, and this file
+imports neither, so :mod:`.cli_options` (the sampler flags that ``partition``
+and ``train`` share) loads without torch.
+"""

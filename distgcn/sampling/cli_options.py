@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from distgcn.errors import InputError
 
-from .samplers import SAMPLER_OPTIONS, SAMPLERS, Sampler, make_sampler
+from .reference.samplers import SAMPLER_OPTIONS, SAMPLERS, Sampler, make_sampler
 
 __all__ = ["SamplerSpec", "add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
 

@@ -10,8 +10,8 @@ per halo row, and the global vertex set depends only on (seed, epoch, batch),
 never on P or the partition (up to the rounding of the global sums, see
 docs/minibatch.md). The edge sampler does the same for the off-diagonal
 entries of Â (its ceil(N/2) edge draws), keyed by the (v, u) global pair.
-The walk-based samplers (rw, frontier) are in :mod:`.walks`; :mod:`.factory`
-builds any of the four.
+The walk-based samplers (rw, frontier) are in :mod:`.walks`, the keys in
+:mod:`.keys`; :mod:`distgcn.minibatch.factory` builds any of the four.
 """
 
 from __future__ import annotations
@@ -21,28 +21,12 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..hashing import derive_key, uniforms
-from ..shard import Shard
-from ..transport import Transport
+from ...hashing import uniforms
+from ...shard import Shard
+from ...transport import Transport
 from .plan_bytes import PlanBytes
 
 DISTRIBUTED_SAMPLERS = ("node", "edge", "rw", "frontier")
-_SALT = 0x5A3C_17E9_B0D4_6F21
-"""Separates the sampling stream from dropout's, which hashes the same (seed, epoch, index) triples."""
-
-
-def batch_key(seed: int, epoch: int, batch: int) -> int:
-    """The key of one minibatch; epoch 0 is the normalization pre-sampling pass."""
-    return derive_key(seed ^ _SALT, epoch, batch)
-
-
-def stream_key(key: int, stream: int, index: int = 0) -> int:
-    """An independent key derived from a batch's ``key``, for one use (``stream``) and one step (``index``).
-
-    Walk samplers hash several counters per batch (roots by vertex id, each
-    step by walker id); separate keys keep those uniforms independent.
-    """
-    return derive_key(key, stream, index)
 
 
 class DistributedSampler(ABC):

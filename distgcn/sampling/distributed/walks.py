@@ -1,6 +1,6 @@
 """Distributed walk samplers: random walks handed between ranks, and a replicated frontier.
 
-Both follow the single-process samplers' rules (:mod:`distgcn.sampling.samplers`:
+Both follow the single-process samplers' rules (:mod:`distgcn.sampling.reference.samplers`:
 a step from v goes to an off-diagonal in-neighbour of row v of Â; a step into
 a vertex without in-neighbours records it and leaves the walker where it was)
 with every random choice a keyed hash of P-independent counters, so a batch is
@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..hashing import uniforms
-from ..sampling.dashboard import FenwickTree
-from ..shard import Shard
-from ..transport import Transport
+from ...errors import InputError
+from ...hashing import uniforms
+from ...shard import Shard
+from ...transport import Transport
+from ..reference.dashboard import FenwickTree
+from .keys import MOVE, POP, ROOTS, START, STEP, stream_key
 from .plan_bytes import PlanBytes
-from .sampling import DistributedSampler, stream_key
-
-ROOTS, STEP, START, POP, MOVE = 1, 2, 3, 4, 5
-"""The ``stream`` argument of :func:`stream_key` for each use of the hash (part of the batch's definition)."""
+from .samplers import DistributedSampler
 
 
 class WalkRows:

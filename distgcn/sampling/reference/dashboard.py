@@ -28,7 +28,7 @@ and :func:`frontier_walk_naive` return identical walks for the same
 generator state (the tests rely on that); the Dashboard draws a variable
 number of random numbers per pop, so it matches them in distribution only.
 
-Conventions shared with :mod:`distgcn.sampling.structure`: deg = off-diagonal
+Conventions shared with :mod:`.structure`: deg = off-diagonal
 in-degree (row of Â); a move picks neighbour ``floor(u * deg(v))`` of v's row,
 skipping the diagonal. A move into a vertex with deg 0 (possible on directed
 graphs) records that vertex but leaves the walker where it was, since a walker

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..shard import Shard
-from ..transport import Transport
+from ...shard import Shard
+from ...transport import Transport
 
 
 class PlanBytes:

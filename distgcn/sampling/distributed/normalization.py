@@ -5,7 +5,7 @@ epoch 0, never used for training). A vertex's count C(v) and the count
 C(u, v) of each entry Â[v, u] are incremented on the owner of row v, which
 knows both memberships after the batch's halo byte exchange, so counting
 needs no communication beyond sampling itself. Weights follow
-:mod:`distgcn.sampling.normalization` (counts floored at 1).
+:mod:`distgcn.sampling.reference.normalization` (counts floored at 1).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .sampling import DistributedSampler, batch_key
+from .keys import batch_key
+from .samplers import DistributedSampler
 
 
 @dataclass
