@@ -203,6 +203,7 @@ class Trainer:
             yield record
 
     def _reduce_metrics(self, epoch: int, loss_share: float, correct: dict[str, int], epoch_s: float) -> dict:
+        """The epoch's record: this rank's measurements combined over ranks by EPOCH_REDUCTIONS (collective)."""
         c = self.counters
         local = {"loss": loss_share, **correct, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
                  "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
@@ -221,8 +222,7 @@ class Trainer:
                                                     "spmm_exchanges")}}
 
     def model_config(self) -> str:
-        """Everything that shapes the model and its updates (the batch source's settings too), canonically;
-        a checkpoint must match it."""
+        """Everything that shapes the model, its updates and its batches, canonically; a checkpoint must match it."""
         c = self.config
         return json.dumps({"widths": self.model.widths, "dropout": c.dropout, "lr": c.lr,
                            "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
