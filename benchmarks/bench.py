@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from distgcn.metrics_log import read_metrics
+
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("DISTGCN_DATASETS", ROOT.parent / "shared" / "datasets"))
 GRAPHS: dict[str, list[str]] = {
@@ -92,8 +94,8 @@ def execute(job: dict, workdir: Path, rep: int, args) -> dict:
     if job["kind"] == "distgcn":
         cmd = ["mpiexec", "-n", str(job["ranks"]), *wrap, *job["cmd"], "--metrics", str(out)]
         run(cmd, args.timeout)
-        records = [json.loads(line) for line in out.read_text().splitlines()]
-        run_info, records = records[0]["run"], records[args.warmup:]
+        run_info, records = read_metrics(out)
+        records = records[args.warmup:]
         result = {"widths": run_info["widths"], "itemsize": 8 if run_info["dtype"] == "float64" else 4,
                   "broadcast": run_info.get("comm") == "broadcast","epoch_times": [r["epoch_s"] for r in records],
                   **{key: [r[key] for r in records] for key in ("compute_s", "comm_wait_s", "allreduce_s")},

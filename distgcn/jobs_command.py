@@ -17,14 +17,13 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import InputError
-from .metrics_log import read_metrics
+from .metrics_log import read_metrics, steady
 
 SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
 """jobs/ of a source checkout (editable install)."""
@@ -233,25 +232,19 @@ def load_metrics(path: Path) -> tuple[int, list[dict]]:
     return int(ranks), records
 
 
-def _steady(records: list[dict], key: str) -> float:
-    """Median over the epochs after the first (which pays for warm-up), or the only epoch."""
-    values = [float(r[key]) for r in records]
-    return statistics.median(values[1:] if len(values) > 1 else values)
-
-
 def scaling_table(runs: dict[int, list[dict]]) -> list[dict]:
     """One row per rank count: steady epoch time, its split, speedup and efficiency against the fewest ranks."""
     base = min(runs)
-    base_time = _steady(runs[base], "epoch_s")
+    base_time = steady(runs[base], "epoch_s")
     rows = []
     for ranks in sorted(runs):
         records = runs[ranks]
-        epoch = _steady(records, "epoch_s")
+        epoch = steady(records, "epoch_s")
         speedup = base_time / epoch if epoch > 0 else math.inf
         last = records[-1]
         rows.append({"ranks": ranks, "epochs": len(records), "epoch_s": epoch,
-                     "compute_s": _steady(records, "compute_s"), "comm_wait_s": _steady(records, "comm_wait_s"),
-                     "allreduce_s": _steady(records, "allreduce_s"), "speedup": speedup,
+                     "compute_s": steady(records, "compute_s"), "comm_wait_s": steady(records, "comm_wait_s"),
+                     "allreduce_s": steady(records, "allreduce_s"), "speedup": speedup,
                      "efficiency": speedup * base / ranks, "halo_rows": last["halo_rows"],
                      "messages": last["messages"], "test_acc": last["test_acc"]})
     return rows

@@ -1,16 +1,19 @@
-"""Where epoch metrics go: a JSON-lines file and one readable line per epoch (rank 0 only).
+"""Epoch metrics: written to a JSON-lines file and one readable line per epoch (rank 0 only), and read back.
 
 The file holds exactly one JSON object per epoch. The first epoch's object
 also carries ``run``: what produced the file (ranks, partition, graph, model
 shape, versions), so that reports can group runs for scaling and partition
 comparisons without the reader having to remember each file's origin. A
 number that is not finite (a diverged loss) is written ``null``: JSON has no NaN.
+Every reader (``report``, ``jobs collect``, ``--resume``, the benchmarks) goes
+through :func:`read_metrics`, and every summary of speed through :func:`steady`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import IO
 
@@ -116,6 +119,22 @@ def read_metrics(path: Path, *, cut_last_line: bool = False) -> tuple[dict, list
         if "epoch" in record:
             records.append(finite_or_nan(record))
     return header, records
+
+
+def steady_records(records: list[dict]) -> list[dict]:
+    """The epochs that show a run's steady speed: all but the first once there are two or more.
+
+    The first epoch pays for warm-up (allocation, first touches, lazy initialization), so it is left
+    out as soon as another epoch remains. From two epochs on, not three: the median of two epochs is
+    their mean, half of it warm-up, while the second epoch alone is already a steady measurement.
+    A run of one epoch has nothing else to show.
+    """
+    return records[1:] if len(records) > 1 else records
+
+
+def steady(records: list[dict], key: str) -> float:
+    """The median of ``key`` over the steady epochs (:func:`steady_records`): what report and jobs collect show."""
+    return statistics.median(float(record[key]) for record in steady_records(records))
 
 
 def _records_through(path: Path, epoch: int) -> list[str]:

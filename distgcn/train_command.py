@@ -20,7 +20,7 @@ from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import WEIGHTS, check_target, write_npz
 from .spmm import choose_kernel
-from .minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
+from .minibatch import MinibatchConfig, sampler_options
 from .sampling.cli_options import sampler_spec
 from .trainer import TrainConfig, Trainer, TrainingDiverged
 
@@ -236,10 +236,8 @@ def _make_trainer(shard, transport, config: TrainConfig, kernel: str, minibatch:
         if minibatch is not None and minibatch.norm_samples and progress is not None:
             with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
                                 total=minibatch.norm_samples) as phase:
-                return MinibatchTrainer(shard, transport, config, minibatch, kernel, on_presample=phase.advance)
-        if minibatch is not None:
-            return MinibatchTrainer(shard, transport, config, minibatch, kernel)
-        return Trainer(shard, transport, config, kernel)
+                return Trainer(shard, transport, config, kernel, minibatch, on_presample=phase.advance)
+        return Trainer(shard, transport, config, kernel, minibatch)
     except ValueError as exc:
         raise InputError(str(exc)) from None
 

@@ -1,9 +1,10 @@
-"""Full-batch distributed training of a GCN on one rank's shard.
+"""Distributed training of a GCN on one rank's shard: each epoch, the steps of a batch source, then evaluation.
 
-Every rank runs this same loop on its own rows. The loss is the sum of
-per-vertex cross-entropies over the rank's training rows divided by the
-*global* number of training vertices, so the sum of the ranks' weight
-gradients (the allreduce) is exactly the single-process gradient.
+Every rank runs this same loop on its own rows. Full-batch training takes one
+step per epoch on the whole shard (:class:`distgcn.steps.FullBatch`), minibatch
+training K steps on sampled subgraphs (:class:`distgcn.minibatch.source.SampledBatches`);
+either way the ranks' weight gradients are summed (the allreduce) into the
+single-process gradient of the step, and accuracies are measured on the full graph.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
@@ -25,10 +25,13 @@ from .faults import inject_faults
 from .gradsync import GradientSync
 from .memory import model_widths
 from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
+from .minibatch.source import MinibatchConfig, SampledBatches
 from .model import GCN
+from .named_allreduce import MAX, SUM, allreduce_named
 from .shard import Shard
 from .sparse_input import SparseRows, sparse_pays_off
 from .spmm import DistributedAdjacency, spmm
+from .steps import BatchSource, FullBatch, Step
 from .transport import Transport
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -73,14 +76,31 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {config.optimizer!r} (expected adam or sgd)")
 
 
-class Trainer:
-    """Owns the model, the distributed Â and the optimizer of one rank."""
+EPOCH_REDUCTIONS = {
+    **dict.fromkeys(["loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages"], SUM),
+    **dict.fromkeys(["epoch_s", "compute_s", "comm_wait_s", "allreduce_s", "max_rank_halo_rows", "spmm_exchanges"],
+                    MAX),
+}
+"""How each field of an epoch's metrics combines over ranks: totals, or the slowest (busiest) rank's value."""
 
-    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch"):
+
+class Trainer:
+    """Owns the model, the distributed Â, the optimizer and the batch source of one rank."""
+
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch",
+                 minibatch: MinibatchConfig | None = None, on_presample: Callable[[], None] | None = None):
+        """Full-batch training, or with ``minibatch`` K sampled batches per epoch (collective).
+
+        ``on_presample`` is called after each batch the minibatch normalization pre-samples (progress).
+        """
+        if minibatch is not None and (config.first_layer != "exact" or config.comm != "halo"):
+            raise ValueError("minibatch training needs first_layer exact and comm halo: a batch aggregates over "
+                             "its own subgraph Â[S, S]")
         self.shard = shard
         self.transport = transport
         self.config = config
-        dtype = DTYPES[config.dtype]
+        self.kernel = kernel
+        self.dtype = dtype = DTYPES[config.dtype]
         self.counters = CommCounters()
         device = transport.device
         if config.comm == "broadcast":
@@ -109,6 +129,10 @@ class Trainer:
         self.grad_sync = GradientSync(self.model, transport, self.counters)
         self.completed_epochs = 0
         """Epochs already trained (by this run or the checkpoint it resumed from)."""
+        self.source: BatchSource = (
+            FullBatch(self.inputs, self._aggregate, shard.global_ids, self.masks["train"], self.labels,
+                      self.global_counts["train"]) if minibatch is None
+            else SampledBatches(self, minibatch, on_presample))
 
     def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
         return spmm(self.adjacency, h)
@@ -134,26 +158,29 @@ class Trainer:
     def _forward(self, epoch: int) -> torch.Tensor:
         return self.model(self.inputs, self._aggregate, self.shard.global_ids, epoch)
 
-    def train_epoch(self, epoch: int) -> float:
-        """One optimizer step; returns this rank's share of the global mean loss."""
+    def take_step(self, step: Step, epoch: int) -> float:
+        """One optimizer step; returns this rank's share of the step's global loss."""
         self.model.train()
         self.optimizer.zero_grad()
-        logits = self._forward(epoch)
-        mask = self.masks["train"]
-        loss = F.cross_entropy(logits[mask], self.labels[mask], reduction="sum") / self.global_counts["train"]
+        loss = step.loss(self.model(step.inputs, step.aggregate, step.row_ids, step.dropout_step))
         inject_faults(self.transport.rank, epoch)
         loss.backward()
         self.grad_sync.wait()
         self.optimizer.step()
         return float(loss.detach())
 
+    def train_epoch(self, epoch: int) -> tuple[float, dict]:
+        """The source's steps; this rank's share of their mean loss, and what the source adds to the metrics."""
+        losses = [self.take_step(step, epoch) for step in self.source.steps(epoch)]
+        return float(np.mean(losses)), self.source.epoch_metrics(losses)
+
     @torch.no_grad()
-    def correct_counts(self, epoch: int) -> list[int]:
-        """Correct predictions on this rank's train, val and test rows (dropout off)."""
+    def correct_counts(self, epoch: int) -> dict[str, int]:
+        """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
         self.model.eval()
         predicted = self._forward(epoch).argmax(dim=1)
         hits = predicted == self.labels
-        return [int(hits[m].sum()) for m in self.masks.values()]
+        return {f"{name}_hits": int(hits[mask].sum()) for name, mask in self.masks.items()}
 
     @torch.no_grad()
     def layer_outputs(self) -> list[torch.Tensor]:
@@ -166,57 +193,44 @@ class Trainer:
         for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
             self.counters.reset()
             start = time.perf_counter()
-            loss_share = self.train_epoch(epoch)
+            loss_share, source_metrics = self.train_epoch(epoch)
             correct = self.correct_counts(epoch)
             epoch_s = time.perf_counter() - start
-            record = self._reduce_metrics(epoch, loss_share, correct, epoch_s)
+            record = {**self._reduce_metrics(epoch, loss_share, correct, epoch_s), **source_metrics}
             if not math.isfinite(record["loss"]):
                 raise TrainingDiverged(epoch, record["loss"])
             self.completed_epochs = epoch
             yield record
 
-    def _reduce_metrics(self, epoch: int, loss_share: float, correct: list[int], epoch_s: float) -> dict:
+    def _reduce_metrics(self, epoch: int, loss_share: float, correct: dict[str, int], epoch_s: float) -> dict:
+        """The epoch's record: this rank's measurements combined over ranks by EPOCH_REDUCTIONS (collective)."""
         c = self.counters
-        sums = self.transport.allreduce(
-            [loss_share, *correct, c.halo_rows, c.halo_bytes, c.messages]
-        )
-        maxima = self.transport.allreduce(
-            [epoch_s, epoch_s - c.comm_wait_s - c.allreduce_s, c.comm_wait_s, c.allreduce_s, c.halo_rows,
-             c.spmm_exchanges],
-            op="max",
-        )
-        loss, n_train, n_val, n_test, halo_rows, halo_bytes, messages = sums
+        local = {"loss": loss_share, **correct, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
+                 "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
+                 "comm_wait_s": c.comm_wait_s, "allreduce_s": c.allreduce_s, "max_rank_halo_rows": c.halo_rows,
+                 "spmm_exchanges": c.spmm_exchanges}
+        total = allreduce_named(self.transport, [local], EPOCH_REDUCTIONS)[0]
         counts = self.global_counts
 
-        def accuracy(hits: float, name: str) -> float:
-            return hits / counts[name] if counts[name] else float("nan")
+        def accuracy(name: str) -> float:
+            return total[f"{name}_hits"] / counts[name] if counts[name] else float("nan")
 
-        return {
-            "epoch": epoch,
-            "loss": loss,
-            "train_acc": accuracy(n_train, "train"),
-            "val_acc": accuracy(n_val, "val"),
-            "test_acc": accuracy(n_test, "test"),
-            "epoch_s": maxima[0],
-            "compute_s": maxima[1],
-            "comm_wait_s": maxima[2],
-            "allreduce_s": maxima[3],
-            "halo_rows": int(halo_rows),
-            "halo_bytes": int(halo_bytes),
-            "messages": int(messages),
-            "max_rank_halo_rows": int(maxima[4]),
-            "spmm_exchanges": int(maxima[5]),
-        }
+        return {"epoch": epoch, "loss": total["loss"],
+                **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
+                **{key: total[key] for key in ("epoch_s", "compute_s", "comm_wait_s", "allreduce_s")},
+                **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
+                                                    "spmm_exchanges")}}
 
     def model_config(self) -> str:
-        """Everything that shapes the model and its updates, canonically; a checkpoint must match it."""
+        """Everything that shapes the model, its updates and its batches, canonically; a checkpoint must match it."""
         c = self.config
         return json.dumps({"widths": self.model.widths, "dropout": c.dropout, "lr": c.lr,
                            "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
                            "dtype": c.dtype,
                            # only when not the default, so that checkpoints written before the option still match
                            **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
-                           **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {})},
+                           **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {}),
+                           **self.source.identity()},
                           sort_keys=True)
 
     def state_dict(self) -> dict:

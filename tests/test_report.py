@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from distgcn.cli import main
+from distgcn.jobs_command import load_metrics, scaling_table
 from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.report.inputs import EPOCH_KEYS, load_inputs
+from distgcn.report.inputs import load_inputs
+from distgcn.schema import EPOCH_KEYS
 from partition.metrics import comm_matrix
 
 from conftest import run_distgcn
@@ -137,6 +139,23 @@ def test_runs_without_a_header_are_unknown_unless_annotated(tmp_path):
     assert report([str(bare)], out) == 0
     text = (out / "summary.md").read_text()
     assert "| old | ? | ? | ? | 6 |" in text and "FILE@ranks=P" in text
+
+
+@pytest.mark.parametrize("epoch_ms, steady_ms", [
+    ([50.0], 50.0),  # one epoch: the only measurement there is
+    ([90.0, 20.0], 20.0),  # two: the second alone (the median of both, 55, would be half warm-up)
+    ([90.0, 20.0, 40.0], 30.0),  # median of epochs 2 and 3
+    ([90.0, 10.0, 50.0, 20.0], 20.0),  # median of epochs 2 to 4
+])
+def test_report_and_jobs_collect_leave_out_the_same_warm_up_epoch(tmp_path, epoch_ms, steady_ms):
+    """One rule (metrics_log.steady): the first epoch is left out as soon as a run has two."""
+    path = write_metrics(tmp_path / "metrics-p2.jsonl", 0.0, ranks=2, model="random", epochs=len(epoch_ms))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "epoch_s": ms / 1e3}) + "\n" for r, ms in zip(records, epoch_ms)))
+    runs, _ = load_inputs([str(path)])
+    assert runs[0].steady("epoch_s") == pytest.approx(steady_ms / 1e3)
+    [row] = scaling_table(dict([load_metrics(path)]))
+    assert row["epoch_s"] == runs[0].steady("epoch_s")
 
 
 @pytest.mark.parametrize("content, message", [("not json\n", "old.jsonl:1: not a JSON line"),

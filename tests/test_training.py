@@ -178,3 +178,29 @@ def test_failing_rank_releases_the_others_in_process(directed_graph, monkeypatch
                                 "--epochs", "50", "--quiet"], ranks)
     assert info.value.rank == 1 and isinstance(info.value.__context__, InjectedFailure)
     assert "rank 1: unexpected error: InjectedFailure" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_named_fields_are_summed_or_maximized_in_one_allreduce_per_op(ranks):
+    """Metrics travel by name, yet as one packed allreduce per op whatever the number of records."""
+    from distgcn.named_allreduce import MAX, SUM, allreduce_named
+    from distgcn.transport.inprocess import run_ranks
+
+    def rank_main(transport):
+        calls = []
+        reduce = transport.allreduce
+
+        def counted(values, op="sum"):
+            calls.append((op, len(values)))
+            return reduce(values, op=op)
+
+        transport.allreduce = counted
+        r = transport.rank
+        records = [{"loss": 0.5 * r, "rows": r + 1, "batch_s": float(r)}, {"loss": 1.0, "rows": 2, "batch_s": -r}]
+        return allreduce_named(transport, records, {"loss": SUM, "rows": SUM, "batch_s": MAX}), calls
+
+    expected = [{"loss": 0.5 * sum(range(ranks)), "rows": sum(range(1, ranks + 1)), "batch_s": ranks - 1},
+                {"loss": float(ranks), "rows": 2 * ranks, "batch_s": 0}]
+    for reduced, calls in run_ranks(ranks, rank_main):
+        assert reduced == expected and [list(record) for record in reduced] == [["loss", "rows", "batch_s"]] * 2
+        assert calls == [("sum", 4), ("max", 2)]

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..distribute import check_plan, load_listed_shard, read_meta, verify_parts_file
 from ..errors import InputError
-from ..metrics_log import read_metrics
-from ..schema import EPOCH_KEYS  # noqa: F401 - EPOCH_KEYS for callers
+from ..metrics_log import read_metrics, steady
 
 ANNOTATIONS = ("label", "ranks", "model", "graph")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
@@ -52,9 +51,8 @@ class Run:
         return np.array([r[key] for r in self.records], dtype=float)
 
     def steady(self, key: str) -> float:
-        """Median over epochs, leaving out the first (warm-up) when there are at least three."""
-        values = self.series(key)
-        return float(np.median(values[1:] if values.size >= 3 else values))
+        """Median over the steady epochs (:func:`distgcn.metrics_log.steady_records`)."""
+        return steady(self.records, key)
 
 
 @dataclass

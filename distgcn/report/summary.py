@@ -53,7 +53,7 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
     parts = [REPORT_TITLE.rstrip("\n"), ""]
     if runs:
         parts += ["## Runs", "",
-                  "Times are medians over epochs, leaving out the first (warm-up) when a run has three or more; "
+                  "Times are medians over epochs, leaving out the first (warm-up) when a run has two or more; "
                   "compute, halo wait and allreduce are each the maximum over ranks, so they need not add up "
                   "to the epoch's wall time; traffic is per epoch, summed over ranks; the best validation "
                   "accuracy is followed by the test accuracy at that epoch.", "",

@@ -1,0 +1,82 @@
+"""Where a trainer's optimizer steps come from: a batch source yields each epoch's steps, the trainer takes them.
+
+Full-batch training (:class:`FullBatch`) is one step per epoch on the whole
+shard; minibatch training (:class:`distgcn.minibatch.source.SampledBatches`)
+is K steps on sampled subgraphs. The trainer runs the model, the backward
+pass, the gradient allreduce and the optimizer alike for both; a source says
+which rows a step reads, how they are aggregated and how their loss is weighted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .sparse_input import SparseRows
+
+Aggregate = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step's rows on this rank and how their loss counts."""
+
+    inputs: torch.Tensor | SparseRows
+    """What layer 0 reads for the step's rows (X, or Â·X when the first layer is cached)."""
+    aggregate: Aggregate
+    """The step's distributed Â·H over its rows (collective)."""
+    row_ids: np.ndarray
+    """Global ids of the step's rows: they key the dropout masks, so masks do not depend on the partition."""
+    dropout_step: int
+    """Which dropout masks the step draws: distinct for every optimizer step of a run."""
+    loss: Callable[[torch.Tensor], torch.Tensor]
+    """This rank's share of the step's global loss, from the logits of the step's rows."""
+
+
+class BatchSource(Protocol):
+    """The steps of each epoch, and what the source adds to the epoch's metrics and to the run's identity."""
+
+    def steps(self, epoch: int) -> Iterator[Step]:
+        """The epoch's steps in order; each is taken before the next is asked for (collective)."""
+        ...
+
+    def epoch_metrics(self, losses: list[float]) -> dict:
+        """Keys the source adds to the epoch's record, given this rank's loss share of each step (collective)."""
+        ...
+
+    def identity(self) -> dict:
+        """Settings a checkpoint must match beyond the model's own ({} when there are none)."""
+        ...
+
+
+class FullBatch:
+    """One step per epoch on all of this rank's rows.
+
+    The loss is the sum of per-vertex cross-entropies over the rank's training
+    rows divided by the *global* number of training vertices, so the sum of the
+    ranks' weight gradients (the allreduce) is exactly the single-process gradient.
+    """
+
+    def __init__(self, inputs: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
+                 train: torch.Tensor, labels: torch.Tensor, num_train: int):
+        """``train``: this rank's training mask; ``num_train``: training vertices over all ranks."""
+        self._inputs, self._aggregate, self._row_ids = inputs, aggregate, row_ids
+        self._train, self._labels, self._num_train = train, labels, num_train
+
+    def _loss(self, logits: torch.Tensor) -> torch.Tensor:
+        mask = self._train
+        return F.cross_entropy(logits[mask], self._labels[mask], reduction="sum") / self._num_train
+
+    def steps(self, epoch: int) -> Iterator[Step]:
+        yield Step(self._inputs, self._aggregate, self._row_ids, epoch, self._loss)
+
+    def epoch_metrics(self, losses: list[float]) -> dict:
+        return {}
+
+    def identity(self) -> dict:
+        return {}
