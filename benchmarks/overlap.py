@@ -45,12 +45,13 @@ from mpi4py import MPI
 
 from distgcn.cli import add_graph_options
 from distgcn.counters import CommCounters
-from distgcn.distribute import build_and_scatter, load_own_shard
+from distgcn.distribute import load_own_shard
 from distgcn.halo import HaloExchanger, HaloPlan
 from distgcn.threads import set_threads
 from distgcn.prepare import GraphOptions
 from distgcn.spmm import DistributedAdjacency, choose_kernel
 from distgcn.transport import Exchange, MPITransport
+from partition.scatter import build_and_scatter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("exchange", "owned", "halo", "overlapped")

@@ -64,7 +64,7 @@ class Partition:
     @property
     def partition_id(self) -> str:
         """The id that ties shards and checkpoints to this graph and part vector."""
-        from partition.shards import partition_id
+        from .partition_dir import partition_id
 
         return partition_id(self.graph.fingerprint(), self.parts, self.nparts)
 
@@ -73,8 +73,9 @@ class Partition:
 
         ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
         """
-        from partition.precompute import check_output, input_paths, save_partition
+        from partition.precompute import save_partition
 
+        from .partition_dir import check_output, input_paths
         from .progress import NORMAL, QUIET, Progress
 
         inputs = input_paths(self.source.get("spec"))
@@ -176,7 +177,7 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
         options = source
     else:
         raise InputError(f"expected a Graph, a graph spec or GraphOptions, got {type(source).__name__}")
-    from partition.precompute import graph_source
+    from .partition_dir import graph_source
 
     graph, a_hat = prepare_graph(options)
     return graph, a_hat, graph_source(options)
@@ -185,8 +186,11 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
 def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
                feature_norm: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
-    from .distribute import META_FILE, load_own_shard, scatter_shards
+    from partition.scatter import cut_and_scatter
+
     from .collective import agree
+    from .distribute import load_own_shard
+    from .partition_dir import META_FILE
 
     is_directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
     if transport.allgather_object(is_directory)[0]:
@@ -210,7 +214,7 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
         split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm)
         return split.graph, split.a_hat, split.parts
 
-    return scatter_shards(transport, agree(transport, on_root))
+    return cut_and_scatter(transport, agree(transport, on_root))
 
 
 def _config(epochs: int, layers: int, hidden: int | tuple[int, ...], lr: float, dropout: float,

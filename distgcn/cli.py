@@ -63,7 +63,7 @@ def add_graph_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_vertex_order_option(parser: argparse.ArgumentParser, prefix: str, default: str | None) -> None:
-    from partition.shards import VERTEX_ORDERS
+    from .partition_dir import VERTEX_ORDERS
 
     parser.add_argument("--vertex-order", choices=VERTEX_ORDERS, default=default,
                         help=f"{prefix}how each shard numbers its own rows: rcm (reverse Cuthill-McKee of the "

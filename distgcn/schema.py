@@ -1,11 +1,13 @@
-"""Declarative schemas of the files distgcn reads back: meta.json, metrics lines, checkpoint contents.
+"""Declarative schemas of the files distgcn reads back: metrics lines, checkpoint contents, and the checker.
 
 Each file is checked against ONE schema, written here as data, before any
 reader indexes into it, so that a malformed field ends in one line naming the
 file and the field (``PART/meta.json: field shards[2].n_owned: expected an
 integer >= 0, got "x"``) instead of a KeyError or TypeError traceback deep in
 a report or a resumed run. Fields not named in a schema are allowed (newer
-writers add keys; readers ignore what they do not know).
+writers add keys; readers ignore what they do not know). meta.json's schema
+lives with the rest of the partition directory's format, in
+:mod:`distgcn.partition_dir`.
 """
 
 from __future__ import annotations
@@ -204,52 +206,6 @@ HEX64 = Str(r"[0-9a-f]{64}", "a SHA-256 (64 hex digits)")
 COUNT = Int(minimum=0)
 NUMBER = Float(nullable=True)
 """A measured number: null where the writer met a non-finite value."""
-_SUMMARY = Obj({"total": Float(minimum=0), "avg": Float(minimum=0), "max": Float(minimum=0)})
-
-META = Obj({
-    "format_version": Key(Int(minimum=1), required=False),
-    "partition_id": Str(r"[0-9A-Za-z_-]{1,128}", "an identifier of letters and digits"),
-    "parts": Int(minimum=1),
-    "graph": Key(Obj({"name": Key(Str(nullable=True), False), "spec": Key(Str(nullable=True), False),
-                      "fingerprint": Key(Str(nullable=True), False), "n": Key(COUNT, False),
-                      "nnz": Key(COUNT, False), "edges": Key(COUNT, False), "features": Key(COUNT, False),
-                      "classes": Key(COUNT, False)}), required=False),
-    "model": Key(Str(nullable=True), False),
-    "partitioner": Key(Str(nullable=True), False),
-    "preset": Key(Str(nullable=True), False),
-    "epsilon": Key(Float(minimum=0, nullable=True), False),
-    "seed": Key(Int(nullable=True), False),
-    "partition_s": Key(Float(minimum=0, nullable=True), False),
-    "volume": Key(_SUMMARY, False),
-    "messages": Key(_SUMMARY, False),
-    "max_recv_volume": Key(Int(minimum=0, nullable=True), False),
-    "max_recv_messages": Key(Int(minimum=0, nullable=True), False),
-    "imbalance": Key(Float(minimum=0), False),
-    "connectivity_minus_one": Key(Int(minimum=0, nullable=True), False),
-    "edge_cut": Key(Int(minimum=0, nullable=True), False),
-    "parts_sha256": Key(HEX64, False),
-    "shards": List(Obj({"rank": COUNT, "file": Str(r"[^/\\\x00]+", "a file name (no directory)"),
-                        "sha256": HEX64, "n_owned": COUNT, "n_halo": COUNT})),
-})
-"""meta.json, as partition/precompute.py writes it (keys that only some versions write are optional)."""
-
-
-def _shards_match_parts(meta: dict) -> str | None:
-    shards = meta["shards"]
-    if len(shards) != meta["parts"]:
-        return f"field shards: {len(shards)} entries for {meta['parts']} parts"
-    for index, entry in enumerate(shards):
-        if entry["rank"] != index:
-            return f"field shards[{index}].rank: expected {index}, got {entry['rank']}"
-    return None
-
-
-def validate_meta(meta: Any, source: str | Path) -> dict:
-    validate(meta, META, source)
-    check(_shards_match_parts, meta, source)
-    return meta
-
-
 RUN_HEADER = Obj({
     "ranks": Key(Int(minimum=1), False),
     "partition_model": Key(Str(nullable=True), False),

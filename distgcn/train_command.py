@@ -8,8 +8,11 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from partition.scatter import build_and_scatter
+
 from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
-from .distribute import build_and_scatter, load_own_shard, read_meta
+from .distribute import load_own_shard
+from .partition_dir import read_meta
 from . import memory, signals
 from .errors import InputError
 from .collective import CollectiveInputError, abort_on_unexpected, agree

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.distribute import file_sha256
 from distgcn.errors import InputError
+from distgcn.partition_dir import file_sha256
 
 from .external import external_parts
 from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)

@@ -1,43 +1,28 @@
 """``distgcn partition``: partition a graph offline and write the partition directory.
 
-The directory is the hand-off to the runtime (one on-disk format):
-
-- ``meta.json``: graph fingerprint and sizes, model, partitioner, preset,
-  epsilon, seed, partition time, tool versions, the exact communication
-  metrics, the partition id, and each shard's file name and checksum;
-- ``parts.npy``: the part vector, one int per vertex of the loaded graph;
-- ``shard-RRRRR.npz``: one file per rank (see :mod:`distgcn.shard`).
-
-The directory is written under a temporary name and renamed at the end, so
-a failed or interrupted run never leaves a half-written partition; an
-existing directory is replaced only if it is an earlier partition and
-``--force`` asks for it (:mod:`distgcn.safe_io`).
+Load and prepare the graph, compute the part vector (:mod:`partition.models`),
+measure its communication (:mod:`partition.metrics`), cut the shards
+(:mod:`partition.shards`) and write them with meta.json and parts.npy
+(:mod:`distgcn.partition_dir`, which owns the directory's format).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.distribute import META_FILE, PARTS_FILE, file_sha256, shard_filename
 from distgcn.graph import Graph
+from distgcn.partition_dir import check_output, graph_source, input_paths, partition_id, write_directory
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
-from distgcn.safe_io import PARTITION, check_directory_target, replace_directory
 from distgcn.sampling.cli_options import SamplerSpec
 
 from .metrics import partition_metrics
 from .models import compute_parts
-from .shards import iter_shards, partition_id
-
-META_VERSION = 1
+from .shards import iter_shards
 
 
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
@@ -49,7 +34,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
-    ``vertex_order`` numbers each shard's rows (:func:`partition.shards.local_orders`);
+    ``vertex_order`` numbers each shard's rows (:data:`distgcn.partition_dir.VERTEX_ORDERS`);
     ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
     """
     inputs = input_paths(options.spec, parts_file)
@@ -72,90 +57,16 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                           force=force, inputs=inputs)
 
 
-def graph_source(options: GraphOptions) -> dict:
-    """How a graph was read, as meta.json's ``graph`` object records it."""
-    return {"spec": options.spec, "symmetrize": options.symmetrize, "feature_norm": options.feature_norm,
-            "random_features_seed": options.seed if options.features else None}
-
-
-def input_paths(spec: str | None, *more: str | Path | None) -> list[Path]:
-    """The files a run reads (a graph spec that names a path, a parts file): never to be replaced."""
-    paths = [Path(spec)] if spec and not spec.startswith("synthetic:") else []
-    return paths + [Path(p) for p in more if p is not None]
-
-
-def check_output(out: str | Path, force: bool, inputs: list[Path] | None = None) -> Path:
-    """Refuse an output that is not free, not an earlier partition, or (without ``force``) any earlier one.
-
-    Never the working directory, one of its parents, or an input (:mod:`distgcn.safe_io`).
-    """
-    return check_directory_target(Path(out), PARTITION, force=force, inputs=inputs or [])
-
-
 def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
                    source: dict, progress: Progress, vertex_order: str = "rcm", *, force: bool = False,
                    inputs: list[Path] | None = None) -> dict:
-    """Write the directory of a graph already partitioned and measured; return its meta.json contents.
+    """Cut a graph already partitioned and measured into shards and write its directory; return meta.json's contents.
 
-    ``source`` says how the graph was read (``spec``, ``symmetrize``, ``feature_norm``,
-    ``random_features_seed``); the caller has checked ``out`` with :func:`check_output` (with the same
-    ``force`` and ``inputs``: the check is repeated before an old directory is replaced).
+    ``source`` says how the graph was read (:func:`distgcn.partition_dir.graph_source`); the caller has checked
+    ``out`` with :func:`distgcn.partition_dir.check_output` (with the same ``force`` and ``inputs``).
     """
     nparts = int(metrics["parts"])
-    fingerprint = graph.fingerprint()
-    pid = partition_id(fingerprint, parts, nparts)
-
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
-    try:
-        np.save(staging / "parts.npy", parts.astype(np.int64))
-        shards = []
-        with progress.phase("writing shards", total=nparts) as phase:
-            for shard in iter_shards(graph, a_hat, parts, nparts, pid, vertex_order):
-                name = shard_filename(shard.rank)
-                checksum = shard.save(staging / name)
-                shards.append({"rank": shard.rank, "file": name, "sha256": checksum,
-                               "n_owned": shard.n_owned, "n_halo": shard.n_halo})
-                progress.detail(f"{name}: {shard.n_owned} owned rows, {shard.n_halo} halo rows")
-                phase.advance()
-        meta = {
-            "format_version": META_VERSION,
-            "partition_id": pid,
-            "graph": {
-                "spec": source["spec"],
-                "name": graph.name,
-                "fingerprint": fingerprint,
-                "n": graph.num_vertices,
-                "edges": graph.num_edges,
-                "nnz": int(a_hat.nnz),
-                "features": int(graph.features.shape[1]),
-                "classes": graph.num_classes,
-                "symmetrize": source["symmetrize"],
-                "feature_norm": source["feature_norm"],
-                "random_features_seed": source["random_features_seed"],
-            },
-            "parts": nparts,
-            "vertex_order": vertex_order,
-            "model": info.get("model"),
-            "partitioner": info.get("partitioner"),
-            "preset": info.get("preset"),
-            "epsilon": info.get("epsilon"),
-            "seed": info.get("seed"),
-            "sampler": info.get("sampler"),
-            "shp_samples": info.get("shp", {}).get("samples"),
-            "partition_s": info["partition_s"],
-            "partition_info": info,
-            "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},
-            **metrics,
-            "parts_sha256": file_sha256(staging / PARTS_FILE),
-            "shards": shards,
-        }
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    progress.info(f"wrote {out} ({nparts} shards)")
-    return meta
+    pid = partition_id(graph.fingerprint(), parts, nparts)
+    shards = iter_shards(graph, a_hat, parts, nparts, pid, vertex_order)
+    return write_directory(out, graph, a_hat, parts, shards, info, metrics, source, vertex_order, progress,
+                           force=force, inputs=inputs)

@@ -1,13 +1,12 @@
 """Cut a partitioned graph into per-rank shards (local numbering + communication plan).
 
-This is the writer side of the shard format defined in :mod:`distgcn.shard`.
-It runs where the whole graph is available: offline in ``distgcn partition``,
-or on rank 0 for the small-graph ``train --graph`` path.
+The shards are the format of :mod:`distgcn.shard`; :func:`distgcn.partition_dir.write_directory`
+writes them to a partition directory (``distgcn partition``, :mod:`partition.precompute`), or
+rank 0 sends them for the small-graph ``train --graph`` path (:mod:`partition.scatter`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -15,21 +14,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from distgcn.graph import Graph
+from distgcn.partition_dir import VERTEX_ORDERS
 from distgcn.shard import Shard
 
 from .metrics import comm_pairs
-
-
-def partition_id(graph_fingerprint: str, parts: np.ndarray, nparts: int) -> str:
-    """Ties every shard to one graph and one part vector."""
-    h = hashlib.sha256(graph_fingerprint.encode())
-    h.update(np.asarray(nparts, dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(parts, dtype=np.int64).tobytes())
-    return h.hexdigest()[:32]
-
-
-VERTEX_ORDERS = ("rcm", "natural")
-"""How a shard numbers its own rows: reverse Cuthill-McKee of its owned block, or by global id."""
 
 
 def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_order: str) -> np.ndarray:

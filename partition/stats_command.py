@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distgcn.distribute import META_FILE, check_plan, load_listed_shard, read_meta, verify_parts_file
 from distgcn.errors import InputError
 from distgcn.memory import ModelShape, model_widths, predict, shard_sizes, sizes_of
-from distgcn.schema import COUNT, Int, Key, Obj, Str, validate
+from distgcn.partition_dir import load_listed_shard, read_meta, validate_minibatch_fields, verify_parts_file
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
@@ -42,9 +41,7 @@ def memory_json(directory: Path, meta: dict, options: ModelOptions, verify: bool
     ranks = []
     for rank in range(meta["parts"]):
         if verify:
-            shard = load_listed_shard(directory, meta, rank)
-            check_plan(shard)
-            sizes = sizes_of(shard)
+            sizes = sizes_of(load_listed_shard(directory, meta, rank))
         else:
             sizes = shard_sizes(directory / meta["shards"][rank]["file"])
         try:
@@ -115,15 +112,6 @@ def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOpti
     print(json.dumps(stats_json(directory, options, verify)) if as_json else stats_table(directory, options, verify))
 
 
-MINIBATCH_META = Obj({
-    "sampler": Key(Obj({"name": Str(), "batch_size": Int(minimum=1),
-                        "options": Key(Obj(), False)}, nullable=True), False),
-    "shp_samples": Key(Int(minimum=0, nullable=True), False),
-    "partition_info": Key(Obj({"km1_reported": Key(COUNT, False)}), False),
-})
-"""The stochastic model's fields of meta.json (partition/precompute.py), which distgcn.schema.META leaves out."""
-
-
 @dataclass(frozen=True)
 class Compared:
     """One row of the comparison: the directory as the user named it, its stats object, its minibatch figures."""
@@ -139,7 +127,7 @@ class Compared:
 
 def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | None, float | None]:
     """(sampler, sample count, minibatch volume) as meta.json records them; None where it has none."""
-    validate(meta, MINIBATCH_META, directory / META_FILE)
+    validate_minibatch_fields(meta, directory)
     spec = meta.get("sampler")
     sampler = None
     if spec is not None:

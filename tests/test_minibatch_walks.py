@@ -32,10 +32,10 @@ KEYS = [(0, 0), (1, 0), (1, 1), (2, 3)]
 
 def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
     """Sample every key with every walk sampler on this rank; every rank returns the gathered sets."""
-    from distgcn.distribute import build_and_scatter
     from distgcn.minibatch import make_distributed_sampler
     from distgcn.sampling.distributed import batch_key
     from distgcn.prepare import GraphOptions
+    from partition.scatter import build_and_scatter
 
     shard = build_and_scatter(transport, GraphOptions(spec=graph, features=8, classes=3, seed=SEED), "random", SEED)
     result: dict[str, dict] = {}

@@ -22,10 +22,10 @@ from conftest import ROOT, mpiexec, run_distgcn
 from reference import reference_train
 from test_training import brute_volume, directed_graph  # noqa: F401 - directed_graph is a fixture
 
-from distgcn.distribute import shard_filename
 from distgcn.errors import InputError
 from distgcn.transport.setup import Launch, default_backend, detect, first_host, make_transport
 from distgcn.memory import shard_sizes
+from distgcn.partition_dir import shard_filename
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.shard import Shard
 from partition.models import compute_parts

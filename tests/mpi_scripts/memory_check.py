@@ -17,7 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn.distribute import load_own_shard, shard_filename
+from distgcn.distribute import load_own_shard
+from distgcn.partition_dir import shard_filename
 from distgcn.transport.setup import make_transport
 from distgcn.memory import ModelShape, predict, shard_sizes
 from distgcn.trainer import TrainConfig, Trainer

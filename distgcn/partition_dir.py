@@ -1,0 +1,328 @@
+"""The partition directory: the one on-disk hand-off from partitioning to training.
+
+A partition directory holds
+
+- ``meta.json`` (:data:`META_FILE`): how the graph was read and partitioned,
+  the exact communication metrics, the partition id, and each shard's file name
+  and checksum (schema :data:`META`; every key in docs/architecture.md);
+- ``parts.npy`` (:data:`PARTS_FILE`): the part vector, int64, one entry per vertex;
+- ``shard-RRRRR.npz`` (:func:`shard_filename`): each rank's :class:`~distgcn.shard.Shard`.
+
+This module is the only one that knows these names and keys: it writes a
+directory (:func:`write_directory`, from shards that ``partition/shards.py``
+cuts), reads it back (:func:`read_meta`, :func:`verify_parts_file`,
+:func:`load_listed_shard`: nothing is used before it is checked against
+meta.json), and defines the identity that ties shards to one graph and part
+vector (:func:`partition_id`). Readers are the runtime
+(:mod:`distgcn.distribute`), ``stats`` and ``report``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import InputError
+from .graph import Graph
+from .prepare import GraphOptions
+from .progress import Progress
+from .safe_io import PARTITION, check_directory_target, replace_directory
+from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, validate
+from .shard import Shard, read_arrays
+
+META_VERSION = 1
+META_FILE = "meta.json"
+PARTS_FILE = "parts.npy"
+VERTEX_ORDERS = ("rcm", "natural")
+"""How a shard numbers its own rows (meta.json's ``vertex_order``): reverse Cuthill-McKee of its owned block,
+or by global id (``partition/shards.py``)."""
+
+
+def shard_filename(rank: int) -> str:
+    return f"shard-{rank:05d}.npz"
+
+
+# ---- identity ------------------------------------------------------------
+
+def partition_id(graph_fingerprint: str, parts: np.ndarray, nparts: int) -> str:
+    """Ties every shard to one graph and one part vector (docs/architecture.md, Identifiers)."""
+    h = hashlib.sha256(graph_fingerprint.encode())
+    h.update(np.asarray(nparts, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(parts, dtype=np.int64).tobytes())
+    return h.hexdigest()[:32]
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks (meta.json's ``parts_sha256``)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---- meta.json -----------------------------------------------------------
+
+_SUMMARY = Obj({"total": Float(minimum=0), "avg": Float(minimum=0), "max": Float(minimum=0)})
+
+META = Obj({
+    "format_version": Key(Int(minimum=1), required=False),
+    "partition_id": Str(r"[0-9A-Za-z_-]{1,128}", "an identifier of letters and digits"),
+    "parts": Int(minimum=1),
+    "graph": Key(Obj({"name": Key(Str(nullable=True), False), "spec": Key(Str(nullable=True), False),
+                      "fingerprint": Key(Str(nullable=True), False), "n": Key(COUNT, False),
+                      "nnz": Key(COUNT, False), "edges": Key(COUNT, False), "features": Key(COUNT, False),
+                      "classes": Key(COUNT, False)}), required=False),
+    "model": Key(Str(nullable=True), False),
+    "partitioner": Key(Str(nullable=True), False),
+    "preset": Key(Str(nullable=True), False),
+    "epsilon": Key(Float(minimum=0, nullable=True), False),
+    "seed": Key(Int(nullable=True), False),
+    "partition_s": Key(Float(minimum=0, nullable=True), False),
+    "volume": Key(_SUMMARY, False),
+    "messages": Key(_SUMMARY, False),
+    "max_recv_volume": Key(Int(minimum=0, nullable=True), False),
+    "max_recv_messages": Key(Int(minimum=0, nullable=True), False),
+    "imbalance": Key(Float(minimum=0), False),
+    "connectivity_minus_one": Key(Int(minimum=0, nullable=True), False),
+    "edge_cut": Key(Int(minimum=0, nullable=True), False),
+    "parts_sha256": Key(HEX64, False),
+    "shards": List(Obj({"rank": COUNT, "file": Str(r"[^/\\\x00]+", "a file name (no directory)"),
+                        "sha256": HEX64, "n_owned": COUNT, "n_halo": COUNT})),
+})
+"""meta.json, as :func:`write_directory` writes it (keys that only some versions write are optional)."""
+
+MINIBATCH_META = Obj({
+    "sampler": Key(Obj({"name": Str(), "batch_size": Int(minimum=1),
+                        "options": Key(Obj(), False)}, nullable=True), False),
+    "shp_samples": Key(Int(minimum=0, nullable=True), False),
+    "partition_info": Key(Obj({"km1_reported": Key(COUNT, False)}), False),
+})
+"""The stochastic model's fields of meta.json, which :data:`META` leaves out: only ``stats`` reads them."""
+
+
+def _shards_match_parts(meta: dict) -> str | None:
+    shards = meta["shards"]
+    if len(shards) != meta["parts"]:
+        return f"field shards: {len(shards)} entries for {meta['parts']} parts"
+    for index, entry in enumerate(shards):
+        if entry["rank"] != index:
+            return f"field shards[{index}].rank: expected {index}, got {entry['rank']}"
+    return None
+
+
+def validate_meta(meta: Any, source: str | Path) -> dict:
+    validate(meta, META, source)
+    check(_shards_match_parts, meta, source)
+    return meta
+
+
+def validate_minibatch_fields(meta: dict, directory: Path) -> dict:
+    """meta.json's stochastic-model fields, against :data:`MINIBATCH_META`."""
+    validate(meta, MINIBATCH_META, directory / META_FILE)
+    return meta
+
+
+def graph_source(options: GraphOptions) -> dict:
+    """How a graph was read, as meta.json's ``graph`` object records it."""
+    return {"spec": options.spec, "symmetrize": options.symmetrize, "feature_norm": options.feature_norm,
+            "random_features_seed": options.seed if options.features else None}
+
+
+# ---- writing -------------------------------------------------------------
+
+def input_paths(spec: str | None, *more: str | Path | None) -> list[Path]:
+    """The files a run reads (a graph spec that names a path, a parts file): never to be replaced."""
+    paths = [Path(spec)] if spec and not spec.startswith("synthetic:") else []
+    return paths + [Path(p) for p in more if p is not None]
+
+
+def check_output(out: str | Path, force: bool, inputs: list[Path] | None = None) -> Path:
+    """Refuse an output that is not free, not an earlier partition, or (without ``force``) any earlier one.
+
+    Never the working directory, one of its parents, or an input (:mod:`distgcn.safe_io`).
+    """
+    return check_directory_target(Path(out), PARTITION, force=force, inputs=inputs or [])
+
+
+def write_directory(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, shards: Iterable[Shard],
+                    info: dict, metrics: dict, source: dict, vertex_order: str, progress: Progress, *,
+                    force: bool = False, inputs: list[Path] | None = None) -> dict:
+    """Write the directory of a partitioned, measured and cut graph; return its meta.json contents.
+
+    ``shards`` are every rank's, in rank order; meta.json records the partition id and graph fingerprint
+    they carry. ``info`` is what the partitioning model reported, ``metrics`` its communication metrics
+    (``partition/metrics.py``), ``source`` how the graph was read (:func:`graph_source`). The directory is
+    built under a temporary name next to ``out`` and renamed into place; the caller has checked ``out``
+    with :func:`check_output` (with the same ``force`` and ``inputs``: the check is repeated before an
+    old directory is replaced).
+    """
+    nparts = int(metrics["parts"])
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
+    try:
+        np.save(staging / PARTS_FILE, parts.astype(np.int64))
+        entries = []
+        identity: tuple[str, str] | None = None
+        with progress.phase("writing shards", total=nparts) as phase:
+            for shard in shards:
+                identity = identity or (shard.partition_id, shard.graph_fingerprint)
+                if (shard.rank, shard.nparts, shard.partition_id, shard.graph_fingerprint) != \
+                        (len(entries), nparts, *identity):
+                    raise ValueError(f"shard of rank {shard.rank} is not rank {len(entries)}'s of the same "
+                                     f"partition into {nparts} parts")
+                name = shard_filename(shard.rank)
+                checksum = shard.save(staging / name)
+                entries.append({"rank": shard.rank, "file": name, "sha256": checksum,
+                                "n_owned": shard.n_owned, "n_halo": shard.n_halo})
+                progress.detail(f"{name}: {shard.n_owned} owned rows, {shard.n_halo} halo rows")
+                phase.advance()
+        if identity is None or len(entries) != nparts:
+            raise ValueError(f"{len(entries)} shards for {nparts} parts")
+        pid, fingerprint = identity
+        meta = {
+            "format_version": META_VERSION,
+            "partition_id": pid,
+            "graph": {
+                "spec": source["spec"],
+                "name": graph.name,
+                "fingerprint": fingerprint,
+                "n": graph.num_vertices,
+                "edges": graph.num_edges,
+                "nnz": int(a_hat.nnz),
+                "features": int(graph.features.shape[1]),
+                "classes": graph.num_classes,
+                "symmetrize": source["symmetrize"],
+                "feature_norm": source["feature_norm"],
+                "random_features_seed": source["random_features_seed"],
+            },
+            "parts": nparts,
+            "vertex_order": vertex_order,
+            "model": info.get("model"),
+            "partitioner": info.get("partitioner"),
+            "preset": info.get("preset"),
+            "epsilon": info.get("epsilon"),
+            "seed": info.get("seed"),
+            "sampler": info.get("sampler"),
+            "shp_samples": info.get("shp", {}).get("samples"),
+            "partition_s": info["partition_s"],
+            "partition_info": info,
+            "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},
+            **metrics,
+            "parts_sha256": file_sha256(staging / PARTS_FILE),
+            "shards": entries,
+        }
+        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    progress.info(f"wrote {out} ({nparts} shards)")
+    return meta
+
+
+# ---- reading -------------------------------------------------------------
+
+def read_meta(directory: Path) -> dict:
+    """meta.json of a partition directory, validated against :data:`META`."""
+    path = directory / META_FILE
+    if not path.is_file() and not path.is_symlink():
+        raise InputError(f"not a partition directory (no {META_FILE})", path=directory)
+    _member(directory, META_FILE, "partition metadata")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read partition metadata ({exc})", path=path) from None
+    except RecursionError:
+        raise InputError("cannot read partition metadata (nested too deeply)", path=path) from None
+    return validate_meta(meta, path)
+
+
+def _member(directory: Path, name: str, what: str) -> Path:
+    """The path of a file that the partition directory names: a regular file inside it, not a link."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise InputError(f"{what} {name!r} is not a plain file name inside the directory", path=directory)
+    path = directory / name
+    if path.is_symlink():
+        raise InputError(f"{what} is a symbolic link; a partition directory holds its own files", path=path)
+    if not path.exists():
+        raise InputError(f"{what} not found", path=path)
+    if not path.is_file():
+        raise InputError(f"{what} is not a regular file", path=path)
+    return path
+
+
+def verify_parts_file(directory: Path, meta: dict) -> None:
+    """parts.npy against meta.json's ``parts_sha256`` (directories written before it have none to check)."""
+    if "parts_sha256" not in meta:
+        return
+    path = _member(directory, PARTS_FILE, "part vector")
+    try:
+        found = file_sha256(path)
+    except OSError as exc:
+        raise InputError(f"cannot read the part vector ({exc.strerror or exc})", path=path) from None
+    if found != meta["parts_sha256"]:
+        raise InputError(f"part vector does not match meta.json (sha256 {found[:12]}..., meta.json records "
+                         f"{meta['parts_sha256'][:12]}...): it was changed after partitioning", path=path)
+
+
+def load_listed_shard(directory: Path, meta: dict, rank: int) -> Shard:
+    """Rank ``rank``'s shard, checked against its entry in meta.json and its plan checked, before any use.
+
+    Whether the plans of all ranks agree is a question across ranks (:func:`distgcn.distribute.load_own_shard`).
+    """
+    entry = meta["shards"][rank]
+    path = _member(directory, entry["file"], f"shard of rank {rank} (shards[{rank}].file in meta.json)")
+    arrays = read_arrays(path)
+    shard = Shard.from_arrays(arrays, source=str(path))
+    found = {"rank": shard.rank, "nparts": shard.nparts, "partition_id": shard.partition_id,
+             "n_owned": shard.n_owned, "n_halo": shard.n_halo}
+    recorded = {"rank": rank, "nparts": meta["parts"], "partition_id": meta["partition_id"],
+                "n_owned": entry["n_owned"], "n_halo": entry["n_halo"]}
+    for key, value in recorded.items():
+        if found[key] != value:
+            raise InputError(f"shard belongs to another partition or rank ({key} {found[key]!r}; meta.json "
+                             f"records {value!r})", path=path)
+    stored = str(arrays["checksum"])
+    if stored != entry["sha256"]:
+        raise InputError(f"shard does not match meta.json (checksum {stored[:12]}..., meta.json records "
+                         f"{entry['sha256'][:12]}...): it was changed after partitioning", path=path)
+    _check_plan(shard)
+    return shard
+
+
+def _check_plan(shard: Shard) -> None:
+    """One shard's communication plan is well formed: peers in range, offsets monotone and within the arrays."""
+    source = f"shard of rank {shard.rank}"
+
+    def offsets_ok(peers: np.ndarray, offsets: np.ndarray, length: int, name: str) -> None:
+        if peers.ndim != 1 or offsets.ndim != 1 or offsets.shape[0] != peers.shape[0] + 1:
+            raise InputError(f"{name}_offsets has {offsets.shape[0]} entries for {peers.shape[0]} peers "
+                             "(expected one more)", path=source)
+        if peers.size and (peers.min() < 0 or peers.max() >= shard.nparts or np.any(peers == shard.rank)
+                           or np.any(np.diff(peers) <= 0)):
+            raise InputError(f"{name}_peers must be increasing ranks in [0, {shard.nparts}) other than "
+                             f"{shard.rank}, got {peers.tolist()[:8]}", path=source)
+        if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != length:
+            raise InputError(f"{name}_offsets must rise from 0 to {length}, got {offsets.tolist()[:8]}", path=source)
+
+    offsets_ok(shard.send_peers, shard.send_offsets, int(shard.send_index.shape[0]), "send")
+    offsets_ok(shard.recv_peers, shard.recv_offsets, shard.n_halo, "recv")
+    if shard.send_index.size and (shard.send_index.min() < 0 or shard.send_index.max() >= shard.n_owned):
+        raise InputError(f"send_index must hold owned rows in [0, {shard.n_owned})", path=source)
+    if shard.owned_block.shape != (shard.n_owned, shard.n_owned) or \
+            shard.halo_block.shape != (shard.n_owned, shard.n_halo):
+        raise InputError(f"blocks are {shard.owned_block.shape} and {shard.halo_block.shape}; expected "
+                         f"({shard.n_owned}, {shard.n_owned}) and ({shard.n_owned}, {shard.n_halo})", path=source)

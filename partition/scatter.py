@@ -1,0 +1,47 @@
+"""Partitioning inside a training job (``train --graph``): rank 0 loads, partitions and cuts the graph,
+and :func:`distgcn.distribute.scatter_shards` takes each rank its shard.
+
+The in-memory counterpart of :mod:`partition.precompute`, which writes the
+same shards to a partition directory; for graphs small enough to partition
+at start-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.collective import agree
+from distgcn.distribute import scatter_shards
+from distgcn.graph import Graph
+from distgcn.partition_dir import partition_id
+from distgcn.prepare import GraphOptions, prepare_graph
+from distgcn.shard import Shard
+from distgcn.transport import Transport
+
+from .models import compute_parts
+from .shards import iter_shards
+
+
+def build_and_scatter(transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03,
+                      vertex_order: str = "rcm") -> Shard:
+    """Rank 0 loads and partitions the graph, then sends every rank its shard."""
+    def load_on_root() -> tuple[Graph, sp.csr_matrix, np.ndarray] | None:
+        if transport.rank != 0:
+            return None
+        graph, a_hat = prepare_graph(options)
+        parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed)
+        return graph, a_hat, parts
+
+    return cut_and_scatter(transport, agree(transport, load_on_root), vertex_order)
+
+
+def cut_and_scatter(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None,
+                    vertex_order: str = "rcm") -> Shard:
+    """Rank 0 cuts its (graph, Â, part vector) into shards and sends each rank its own; others pass None."""
+    if transport.rank != 0:
+        return scatter_shards(transport, None)
+    assert prepared is not None
+    graph, a_hat, parts = prepared
+    pid = partition_id(graph.fingerprint(), parts, transport.size)
+    return scatter_shards(transport, iter_shards(graph, a_hat, parts, transport.size, pid, vertex_order))
