@@ -356,7 +356,7 @@ def _shards_and_a_hat(tmp_path, ranks: int, fn):
     """Run ``fn(shard, transport)`` on ``ranks`` in-process ranks over a directed graph with dead ends; return Â too."""
     from conftest import random_edge_file
 
-    from distgcn.distribute import build_and_scatter
+    from partition.scatter import build_and_scatter
     from distgcn.prepare import GraphOptions, prepare_graph
     from distgcn.transport.inprocess import run_ranks
 
