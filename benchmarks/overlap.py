@@ -46,11 +46,12 @@ from mpi4py import MPI
 from distgcn.cli import add_graph_options
 from distgcn.counters import CommCounters
 from distgcn.distribute import load_own_shard
-from distgcn.halo import HaloExchanger, HaloPlan
+from distgcn.halo import HaloExchange, HaloExchanger, HaloPlan
 from distgcn.threads import set_threads
 from distgcn.prepare import GraphOptions
-from distgcn.spmm import DistributedAdjacency, choose_kernel
-from distgcn.transport import Exchange, MPITransport
+from distgcn.spmm import DistributedAdjacency
+from distgcn.spmm_kernels import choose_kernel
+from distgcn.transport import MPITransport
 from partition.scatter import build_and_scatter
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -59,30 +60,27 @@ WAITS = {"exchange": "exchange_wait", "overlapped": "exposed_wait"}
 """The timed calls that wait for messages, and the name of their comm_wait_s samples."""
 
 
-def drain(exchanger: HaloExchanger, exchange: Exchange, count: int) -> None:
-    """Wait for every receive and send of ``exchange``, doing nothing with them (waits timed as in the SpMM)."""
-    for _ in exchanger.in_order(exchange.completed_receives(), count):
-        pass
-    with exchanger.counters.timing("comm_wait_s"):
-        exchange.wait_sends()
+def drain(exchange: HaloExchange) -> list[torch.Tensor]:
+    """Wait for every receive and send of ``exchange`` (waits timed as in the SpMM); each sender's rows."""
+    messages = [rows for _, rows in exchange.arrivals()]
+    exchange.finish()
+    return messages
 
 
 def forward_parts(adjacency: DistributedAdjacency, h: torch.Tensor) -> dict[str, Callable[[], None]]:
     """The four timed calls of Y = Â H: (a), (b), (c) and (d)."""
     exchanger = adjacency.exchanger
-    slices = exchanger.plan.recv_slices
-    halo, exchange = exchanger.start_forward(h)  # fills the halo buffer that (c) reads
-    drain(exchanger, exchange, len(slices))
+    halo = drain(exchanger.start_forward(h))  # each sender's rows in the halo buffer, which (c) reads
 
     def halo_products() -> None:
         y = torch.zeros((adjacency.n_owned, h.shape[1]), dtype=h.dtype)
-        for block, s in zip(adjacency.halo_by_sender, slices):
-            block.add_product(y, halo[s])
+        for block, rows in zip(adjacency.halo_by_sender, halo):
+            block.add_product(y, rows)
 
     def owned_product() -> None:
         adjacency.owned.add_product(torch.zeros((adjacency.n_owned, h.shape[1]), dtype=h.dtype), h)
 
-    return {"exchange": lambda: drain(exchanger, exchanger.start_forward(h)[1], len(slices)),
+    return {"exchange": lambda: drain(exchanger.start_forward(h)),
             "owned": owned_product, "halo": halo_products, "overlapped": lambda: adjacency.matmul(h)}
 
 
@@ -103,7 +101,7 @@ def backward_parts(adjacency: DistributedAdjacency, g: torch.Tensor) -> dict[str
     def owned_product() -> None:
         adjacency.owned_t.add_product(torch.zeros((adjacency.n_owned, g.shape[1]), dtype=g.dtype), g)
 
-    return {"exchange": lambda: drain(exchanger, exchanger.start_reverse(halo_grad)[1], len(plan.send_slices)),
+    return {"exchange": lambda: drain(exchanger.start_reverse(halo_grad)),
             "owned": owned_product, "halo": halo_products, "overlapped": lambda: adjacency.matmul_transpose(g)}
 
 

@@ -120,7 +120,7 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = "ran
     import torch
 
     from .collective import CollectiveInputError, agree
-    from .spmm import choose_kernel
+    from .spmm_kernels import choose_kernel
 
     config = _config(epochs, layers, hidden, lr, dropout, weight_decay, optimizer, seed, dtype)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):

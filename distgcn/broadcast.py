@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from .halo import HaloPlan
+from .halo import HaloPlan, offsets_to_slices
 from .shard import Shard
 from .transport import Transport
 
@@ -37,7 +37,7 @@ def broadcast_plan(shard: Shard, transport: Transport,
     n = shard.n_owned
     send_index = np.tile(np.arange(n, dtype=np.int64), len(peers))  # one copy per peer: backward sums them
     plan = HaloPlan(n_owned=n, n_halo=int(offsets[-1]), send_peers=peers,
-                    send_slices=[slice(k * n, (k + 1) * n) for k in range(len(peers))],
+                    send_slices=offsets_to_slices(np.arange(len(peers) + 1) * n),
                     send_index=torch.from_numpy(send_index).to(device), recv_peers=peers,
-                    recv_slices=[slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:])])
+                    recv_slices=offsets_to_slices(offsets))
     return plan, halo_block

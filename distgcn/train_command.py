@@ -22,7 +22,7 @@ from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import WEIGHTS, check_target, write_npz
-from .spmm import choose_kernel
+from .spmm_kernels import choose_kernel
 from .minibatch import MinibatchConfig, sampler_options
 from .sampling.cli_options import sampler_spec
 from .trainer import TrainConfig, Trainer, TrainingDiverged

@@ -14,7 +14,7 @@ import torch
 
 from conftest import run_distgcn_in_process
 from distgcn import csr_kernel
-from distgcn.spmm import SparseBlock, choose_kernel
+from distgcn.spmm_kernels import NumbaBlock, choose_kernel
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -31,7 +31,7 @@ def test_product_equals_scipy(dtype, width: int) -> None:
 
 def test_block_gives_scipys_product_at_every_width_and_accumulates() -> None:
     a = sp.random(60, 60, density=0.1, format="csr", random_state=0)
-    block = SparseBlock(a, torch.float64, "numba", torch.device("cpu"))
+    block = NumbaBlock(a, torch.float64, torch.device("cpu"))
     for width in (4, 40):
         h = torch.randn(60, width, dtype=torch.float64)[:, :]  # a view, as the halo slices are
         out = torch.full((60, width), 2.0, dtype=torch.float64)

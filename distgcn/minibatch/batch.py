@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..halo import HaloPlan
+from ..halo import HaloPlan, offsets_to_slices
 from ..sampling.distributed import PlanBytes
 from ..shard import Shard
 
@@ -41,11 +41,6 @@ def _select(block: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> tuple[s
     ids.sort_indices()
     positions = ids.data.astype(np.int64) - 1
     return sp.csr_matrix((block.data[positions], ids.indices, ids.indptr), shape=ids.shape), positions
-
-
-def _slices(counts: list[int]) -> list[slice]:
-    ends = np.cumsum([0, *counts])
-    return [slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])]
 
 
 def build_batch(shard: Shard, plan_bytes: PlanBytes, owned_in: np.ndarray, halo_in: np.ndarray,
@@ -74,6 +69,7 @@ def build_batch(shard: Shard, plan_bytes: PlanBytes, owned_in: np.ndarray, halo_
             recv_counts.append(count)
     index = np.concatenate(send_index) if send_index else np.zeros(0, dtype=np.int64)
     plan = HaloPlan(n_owned=int(rows.size), n_halo=int(halo_cols.size), send_peers=send_peers,
-                    send_slices=_slices(send_counts), send_index=torch.from_numpy(index).to(device),
-                    recv_peers=recv_peers, recv_slices=_slices(recv_counts))
+                    send_slices=offsets_to_slices(np.cumsum([0, *send_counts])),
+                    send_index=torch.from_numpy(index).to(device), recv_peers=recv_peers,
+                    recv_slices=offsets_to_slices(np.cumsum([0, *recv_counts])))
     return BatchBlocks(rows, owned_block, halo_block, plan, owned_entries, halo_entries)

@@ -62,12 +62,11 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
     width = 3
     h_global = np.arange(n * width, dtype=np.float64).reshape(n, width) + 1.0
     g_global = np.random.default_rng(seed + 2).standard_normal((n, width))
-    # What arrives in the halo buffer must be exactly the rows named by halo_global_ids.
-    halo, exchange = exchanger.start_forward(torch.from_numpy(h_global[shard.global_ids]))
-    for _ in exchange.completed_receives():
-        pass
-    exchange.wait_sends()
-    halo_ok = bool(np.array_equal(halo.numpy(), h_global[shard.halo_global_ids]))
+    # What arrives, sender by sender, must be exactly the rows named by halo_global_ids.
+    exchange = exchanger.start_forward(torch.from_numpy(h_global[shard.global_ids]))
+    halo = np.concatenate([np.zeros((0, width)), *(rows.numpy() for _, rows in exchange.arrivals())])
+    exchange.finish()
+    halo_ok = bool(np.array_equal(halo, h_global[shard.halo_global_ids]))
     fwd_rows, fwd_messages = counters.halo_rows, counters.messages
 
     y = adjacency.matmul(torch.from_numpy(h_global[shard.global_ids])).numpy()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...halo import offsets_to_slices
 from ...shard import Shard
 from ...transport import Transport
 
@@ -22,10 +23,8 @@ class PlanBytes:
     def __init__(self, shard: Shard, transport: Transport):
         self.transport = transport
         self.send_index = np.asarray(shard.send_index, dtype=np.int64)
-        self.send = [(int(p), slice(int(a), int(b)))
-                     for p, a, b in zip(shard.send_peers, shard.send_offsets[:-1], shard.send_offsets[1:])]
-        self.recv = [(int(p), slice(int(a), int(b)))
-                     for p, a, b in zip(shard.recv_peers, shard.recv_offsets[:-1], shard.recv_offsets[1:])]
+        self.send = [(int(p), s) for p, s in zip(shard.send_peers, offsets_to_slices(shard.send_offsets))]
+        self.recv = [(int(p), s) for p, s in zip(shard.recv_peers, offsets_to_slices(shard.recv_offsets))]
         self.n_halo = shard.n_halo
         self.halo_peer = np.repeat(np.arange(len(self.recv)), np.diff(shard.recv_offsets))
         """int64 [n_halo]: index in ``recv`` of the owner of each halo row."""

@@ -1,0 +1,108 @@
+"""The local sparse × dense products (``train --spmm-kernel``): one class per kernel, one interface.
+
+A :class:`SparseBlock` holds one CSR block of Â in the form its kernel wants
+and adds its product with a dense tensor into an output. The distributed
+SpMM takes its block class from :data:`BLOCKS` once, by the kernel's name,
+and never asks which kernel it has. A new kernel is a subclass here, an entry
+in :data:`BLOCKS` and, if ``auto`` should pick it, a rule in :func:`choose_kernel`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import ABC, abstractmethod
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from . import csr_kernel
+from .errors import InputError
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+class SparseBlock(ABC):
+    """A local CSR block and its product with dense tensors."""
+
+    def __init__(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device):
+        matrix = sp.csr_matrix(matrix)
+        matrix.sort_indices()
+        self.empty = matrix.nnz == 0
+        self._store(matrix, dtype, device)
+
+    @abstractmethod
+    def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
+        """Keep ``matrix`` (sorted, canonical) in this kernel's form."""
+
+    @abstractmethod
+    def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += block @ dense, for a block with entries."""
+
+    def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += block @ dense."""
+        if not self.empty:
+            self._add_product(out, dense)
+
+
+class TorchBlock(SparseBlock):
+    """torch's CSR product: multi-threaded, and the one that runs on a GPU."""
+
+    def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
+        self.matrix = torch.sparse_csr_tensor(
+            torch.from_numpy(matrix.indptr.astype(np.int64)),
+            torch.from_numpy(matrix.indices.astype(np.int64)),
+            torch.from_numpy(np.asarray(matrix.data)).to(dtype),
+            size=matrix.shape,
+            check_invariants=False,  # built from a sorted, canonical scipy CSR
+        ).to(device)
+
+    def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        out.add_(self.matrix @ dense)
+
+
+class ScipyBlock(SparseBlock):
+    """scipy's CSR product (one thread, CPU only)."""
+
+    def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
+        self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
+
+    def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
+
+
+class NumbaBlock(ScipyBlock):
+    """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, scipy's below."""
+
+    def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        if dense.shape[1] < csr_kernel.MIN_WIDTH:
+            super()._add_product(out, dense)
+            return
+        m = self.matrix
+        csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy())
+
+
+BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock, "numba": NumbaBlock}
+"""The block class of each kernel that :func:`choose_kernel` can return."""
+
+KERNELS = ("auto", *BLOCKS)
+"""``train --spmm-kernel``: the kernel names (``auto``: :func:`choose_kernel` picks one)."""
+
+
+def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:
+    """``auto``: on one thread ``numba`` (our loop for products of 32 columns or more, scipy's
+    CSR product below); torch's (multi-threaded, or on a GPU) otherwise.
+
+    Measured in benchmarks/spmm_kernels.py (docs/performance.md): on one thread
+    scipy was up to 1.8x faster than torch CSR, and our loop 1.3-1.9x faster
+    than scipy at 64 columns; torch can use more threads.
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown SpMM kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
+    if device.type != "cpu":
+        if kernel in ("scipy", "numba"):
+            raise InputError(f"--spmm-kernel {kernel} runs on the CPU only; the tensors are on {device}")
+        return "torch"
+    if kernel == "auto":
+        return "numba" if threads == 1 else "torch"
+    return kernel
