@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from . import signals
 from .errors import InputError
-from .jobs_command import add_jobs_parser
-from .report.command import add_report_parser
+from .commands.jobs import add_jobs_parser
+from .commands.report import add_report_parser
 
 
 def _positive_int(text: str) -> int:
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from .train_command import run_train
+    from .commands.train import run_train
 
     return run_train(args)
 

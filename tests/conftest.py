@@ -92,7 +92,7 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
     """
     import torch
 
-    from distgcn import train_command
+    from distgcn.commands import train as train_command
     from distgcn.cli import main
     from distgcn.transport.inprocess import InProcessTransport, run_ranks
 

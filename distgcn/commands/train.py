@@ -8,21 +8,21 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
-from .distribute import build_and_scatter, load_own_shard, read_meta
-from . import memory, signals
-from .errors import InputError
-from .collective import CollectiveInputError, abort_on_unexpected, agree
-from .threads import default_threads, set_threads
-from .transport.setup import make_transport
-from .metrics_log import MetricsWriter, format_epoch, format_epoch_detail
-from .prepare import GraphOptions
-from .progress import Progress
-from .safe_io import WEIGHTS, check_target, write_npz
-from .spmm import choose_kernel
-from .minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
-from .sampling.cli_options import sampler_spec
-from .trainer import TrainConfig, Trainer, TrainingDiverged
+from ..checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
+from ..distribute import build_and_scatter, load_own_shard, read_meta
+from .. import memory, signals
+from ..errors import InputError
+from ..collective import CollectiveInputError, abort_on_unexpected, agree
+from ..threads import default_threads, set_threads
+from ..transport.setup import make_transport
+from ..metrics_log import MetricsWriter, format_epoch, format_epoch_detail
+from ..prepare import GraphOptions
+from ..progress import Progress
+from ..safe_io import WEIGHTS, check_target, write_npz
+from ..spmm import choose_kernel
+from ..minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
+from ..sampling.cli_options import sampler_spec
+from ..trainer import TrainConfig, Trainer, TrainingDiverged
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:

@@ -30,9 +30,9 @@ def run_report(args: argparse.Namespace) -> int:
         import matplotlib  # noqa: F401 - only to say clearly what is missing
     except ImportError:
         raise InputError("distgcn report needs matplotlib: pip install 'distgcn[report]'") from None
-    from .figures import render_all
-    from .inputs import load_inputs
-    from .summary import write_summary
+    from ..report.figures import render_all
+    from ..report.inputs import load_inputs
+    from ..report.summary import write_summary
 
     runs, partitions = load_inputs(args.inputs)
     out = prepare_output_dir(Path(args.out), what="report directory")

@@ -23,10 +23,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import InputError
-from .metrics_log import read_metrics
+from ..errors import InputError
+from ..metrics_log import read_metrics
 
-SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
+SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "jobs"
 """jobs/ of a source checkout (editable install)."""
 INSTALLED_TEMPLATES = Path(sys.prefix) / "share" / "distgcn" / "jobs"
 """Where ``pip install`` puts the same files (pyproject.toml's data-files)."""

@@ -1,0 +1,1 @@
+"""The subcommands of ``distgcn``, one module each."""
