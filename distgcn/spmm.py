@@ -18,13 +18,12 @@ import scipy.sparse as sp
 import torch
 
 from . import csr_kernel
+from .config import KERNELS
 from .errors import InputError
 from .halo import HaloExchanger
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
-
-KERNELS = ("auto", "torch", "scipy", "numba")
 
 
 def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:

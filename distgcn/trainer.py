@@ -12,7 +12,6 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -20,10 +19,10 @@ import torch.nn.functional as F
 
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
+from .config import DTYPES as DTYPE_NAMES, TrainConfig
 from .counters import CommCounters
 from .faults import inject_faults
 from .gradsync import GradientSync
-from .memory import model_widths
 from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
 from .model import GCN
 from .shard import Shard
@@ -31,30 +30,7 @@ from .sparse_input import SparseRows, sparse_pays_off
 from .spmm import DistributedAdjacency, spmm
 from .transport import Transport
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass
-class TrainConfig:
-    layers: int = 2
-    hidden: tuple[int, ...] = (16,)
-    """Hidden widths: one value for every hidden layer, or exactly layers - 1 values."""
-    epochs: int = 200
-    lr: float = 0.01
-    dropout: float = 0.5
-    weight_decay: float = 5e-4
-    optimizer: str = "adam"
-    seed: int = 0
-    dtype: str = "float32"
-    first_layer: str = "exact"
-    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
-    comm: str = "halo"
-    """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
-    halo_dtype: str | None = None
-    """What halo rows travel as (a key of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
-
-    def widths(self, num_features: int, num_classes: int) -> list[int]:
-        return model_widths(num_features, num_classes, self.layers, self.hidden)
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 class TrainingDiverged(RuntimeError):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import PARTITION_MODELS
 from distgcn.distribute import file_sha256
 from distgcn.errors import InputError
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from distgcn.sampling.cli_options import SamplerSpec
 
 __all__ = [
-    "MODELS",
     "random_parts",
     "contiguous_parts",
     "graph_parts",
@@ -43,8 +43,6 @@ __all__ = [
     "symmetric_graph",
     "compute_parts",
 ]
-
-MODELS = ("random", "contiguous", "graph", "hypergraph", "external", "stochastic")
 
 
 def _check_n_nparts(n: int, nparts: int) -> None:
@@ -244,7 +242,7 @@ def compute_parts(
         if nparts > 1:
             versions[partitioner] = tool_version or _version(partitioner)
     else:
-        raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(MODELS)}")
+        raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(PARTITION_MODELS)}")
     info["partition_s"] = time.perf_counter() - t0
     info["versions"] = versions
     return parts, info

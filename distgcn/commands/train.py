@@ -1,40 +1,108 @@
-"""``distgcn train``: get this rank's shard, train, report (rank 0 prints and writes)."""
+"""``distgcn train``: the run's configuration from the arguments, then the pipeline on every rank.
+
+Rank 0 prints the summary and writes the outputs; the exit status says how the run ended
+(0, 2 bad input, 3 diverged, 128 + N at the scheduler's warning N).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
-from ..checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
-from ..distribute import build_and_scatter, load_own_shard, read_meta
-from .. import memory, signals
+from ..config import (BACKENDS, COMMS, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS, OPTIMIZERS, TRAIN_PARTITIONS,
+                      ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig, RunConfig, SourceConfig,
+                      TrainConfig)
 from ..errors import InputError
-from ..collective import CollectiveInputError, abort_on_unexpected, agree
-from ..threads import default_threads, set_threads
-from ..transport.setup import make_transport
-from ..metrics_log import MetricsWriter, format_epoch, format_epoch_detail
-from ..prepare import GraphOptions
-from ..progress import Progress
-from ..safe_io import WEIGHTS, check_target, write_npz
-from ..spmm import choose_kernel
-from ..minibatch import MinibatchConfig, MinibatchTrainer, sampler_options
-from ..sampling.cli_options import sampler_spec
-from ..trainer import TrainConfig, Trainer, TrainingDiverged
+from ..sampling.cli_options import add_sampler_options, sampler_spec
+from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
+                      probability, widths)
 
 
-def _config(args: argparse.Namespace) -> TrainConfig:
-    if args.layers < 2:
-        raise InputError(f"--layers: expected at least 2, got {args.layers}")
-    if len(args.hidden) not in (1, args.layers - 1):
-        raise InputError(f"--hidden: expected 1 or {args.layers - 1} widths for {args.layers} layers, "
-                         f"got {len(args.hidden)}")
-    return TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
-                       dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
-                       seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
-                       halo_dtype=args.halo_dtype)
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    train = commands.add_parser("train", help="train a GCN on P ranks (launch with mpiexec -n P)",
+                                description="Train a GCN; each rank holds only its rows of Â, H and G.")
+    train.add_argument("partition_dir", nargs="?", metavar="DIR",
+                       help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
+    train.add_argument("--graph", metavar="GRAPH",
+                       help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
+    train.add_argument("--partition", default="random", choices=TRAIN_PARTITIONS,
+                       help="how rank 0 partitions --graph (default: random)")
+    add_vertex_order_option(train, "with --graph: ", None)
+    add_graph_options(train)
+    train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
+    train.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+                       help="hidden width, or one width per hidden layer (default: 16)")
+    train.add_argument("--epochs", type=positive_int, default=200, help="epochs (default: 200)")
+    train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
+    train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
+    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
+                       help="L2 weight decay (default: 5e-4)")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
+    train.add_argument("--seed", type=int, default=0,
+                       help="seed of the weights, dropout, random partition and random features (default: 0)")
+    train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
+    train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
+                       help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
+                            "dropout then applies after the aggregation (a different model; default: exact)")
+    train.add_argument("--comm", choices=COMMS, default="halo",
+                       help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
+                            "1D algorithm, for comparison (default: halo, only the rows Â needs)")
+    train.add_argument("--halo-dtype", choices=HALO_DTYPES,
+                       help="send halo rows (forward) and halo partial products (backward) in this dtype, "
+                            "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
+                            "rounding of what crosses ranks (default: --dtype, no conversion)")
+    train.add_argument("--threads", type=positive_int,
+                       help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
+                            "Slurm, else the node's cores divided by the ranks on the node")
+    train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
+                       help="local sparse product: auto = numba (our loop for products of 32 columns or more, "
+                            "scipy's CSR product below) on one thread, torch CSR on several or on a GPU "
+                            "(default: auto; measured in docs/performance.md)")
+    train.add_argument("--backend", choices=BACKENDS,
+                       help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
+                            "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "
+                            "(docs/gpu.md)")
+    train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
+    train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
+    train.add_argument("--checkpoint-dir", metavar="D",
+                       help="directory for checkpoints (created; must be visible to every rank)")
+    train.add_argument("--checkpoint-every", type=positive_int, metavar="K",
+                       help="write a checkpoint every K epochs and after the last one")
+    train.add_argument("--checkpoint-keep", type=positive_int, default=3, metavar="N",
+                       help="keep the newest N checkpoints (default: 3)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
+                            "there is none, so a requeued job can always pass it)")
+    add_sampler_options(train)
+    train.add_argument("--batches-per-epoch", type=positive_int, metavar="K",
+                       help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
+    train.add_argument("--norm-samples", type=int, default=50, metavar="B",
+                       help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
+                            "(default: 50)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
+    train.add_argument("--verbose", action="store_true",
+                       help="also each epoch's time split and traffic, and the run's settings")
+    train.set_defaults(field_name=field_flags(train))
+    return train
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's configuration (checked) from train's arguments; refused before any transport starts."""
+    minibatch = _minibatch(args)
+    source = SourceConfig(partition_dir=args.partition_dir, graph=args.graph, partition=args.partition,
+                          vertex_order=args.vertex_order, symmetrize=args.symmetrize, features=args.features,
+                          classes=args.classes, feature_norm=args.feature_norm)
+    source.require_one()
+    outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
+                           checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
+                           resume=args.resume)
+    train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
+                        seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
+                        halo_dtype=args.halo_dtype)
+    return RunConfig(source=source, train=train, minibatch=minibatch,
+                     compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
+                     outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
 
 
 def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
@@ -44,36 +112,34 @@ def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
         if args.batches_per_epoch is not None:
             raise InputError("--batches-per-epoch needs --sampler")
         return None
-    if args.halo_dtype is not None:
-        raise InputError("--halo-dtype applies to full-batch training only: minibatch steps (--sampler) "
-                         "exchange in the training dtype")
-    options = sampler_options(spec.name, spec.batch_size, spec.options)
-    if args.norm_samples < 0:
-        raise InputError(f"--norm-samples: expected an integer >= 0, got {args.norm_samples}")
-    return MinibatchConfig(spec.name, spec.batch_size, args.batches_per_epoch, args.norm_samples, options)
+    from ..pipeline import minibatch_config
+
+    return minibatch_config(spec.name, spec.batch_size, spec.options, args.batches_per_epoch, args.norm_samples)
 
 
-def run_train(args: argparse.Namespace) -> int:
-    minibatch = _minibatch(args)
-    if (args.partition_dir is None) == (args.graph is None):
-        raise InputError("train needs exactly one of DIR (a partition directory) or --graph GRAPH")
-    if args.vertex_order is not None and args.partition_dir is not None:
-        raise InputError("--vertex-order applies to --graph; the shards in DIR keep the order they were written with")
-    if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
-        raise InputError("--resume and --checkpoint-every need --checkpoint-dir D")
-    config = _config(args)
+def run(args: argparse.Namespace) -> int:
+    from .. import signals
+    from ..collective import CollectiveInputError, abort_on_unexpected
+    from ..threads import default_threads, set_threads
+    from ..trainer import TrainingDiverged
+    from ..transport.setup import make_transport
+
+    config = run_config(args)
     signals.defer_warning()  # the scheduler's warning ends training at an epoch boundary, after a checkpoint
-    transport = make_transport(args.backend)
+    transport = make_transport(config.compute.backend)
     signals.attach_job(transport.rank, transport.size, transport.abort)
     try:
-        code = _train(args, config, transport, minibatch)
+        threads = config.compute.threads or default_threads(transport.ranks_on_this_node())
+        set_threads(threads)
+        code = _train(config, transport, threads, args.field_name)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
         code = 2
     except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
         if transport.rank == 0:
-            kept = f"; checkpoints in {args.checkpoint_dir} end before it" if args.checkpoint_dir else ""
+            directory = config.outputs.checkpoint_dir
+            kept = f"; checkpoints in {directory} end before it" if directory else ""
             print(f"distgcn: error: {exc}{kept}", file=sys.stderr)
         code = 3
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
@@ -83,165 +149,20 @@ def run_train(args: argparse.Namespace) -> int:
     return code
 
 
-def _train(args: argparse.Namespace, config: TrainConfig, transport, minibatch: MinibatchConfig | None) -> int:
-    threads = args.threads or default_threads(transport.ranks_on_this_node())
-    set_threads(threads)
-    kernel = agree(transport, lambda: choose_kernel(args.spmm_kernel, threads, transport.device))
-    root = transport.rank == 0
-    progress = Progress.for_rank(transport.rank, quiet=args.quiet, verbose=args.verbose)
-    if args.partition_dir is not None:
-        with progress.phase("loading shards"):
-            shard = load_own_shard(transport, args.partition_dir)
-    else:
-        options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
-                               classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
-        with progress.phase(f"partitioning on rank 0 ({args.partition}) and sending shards"):
-            shard = build_and_scatter(transport, options, args.partition, args.seed,
-                                      vertex_order=args.vertex_order or "rcm")
+def _train(config: RunConfig, transport, threads: int, field_name) -> int:
+    from .. import pipeline, signals
 
-    if args.save_weights:  # a bad path must fail now, not after the training it would have saved
-        agree(transport, lambda: check_target(Path(args.save_weights), WEIGHTS) if root else None)
-    run = _run_header(args, shard, config, transport, threads, kernel) if root else None
-    if run is not None and minibatch is not None:
-        run["minibatch"] = dict(vars(minibatch))
-    progress.detail(f"run: {json.dumps(run)}")
-    agree(transport, lambda: _check_memory(shard, config, transport))
-    trainer = agree(transport, lambda: _make_trainer(shard, transport, config, kernel, minibatch, progress))
-    identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
-    directory = agree(transport, lambda: checkpoint_dir(args.checkpoint_dir, resume=args.resume, owner=root)
-                      ) if args.checkpoint_dir else None
-    if args.resume:
-        _resume(trainer, transport, directory, identity)
-    resume_after = trainer.completed_epochs if args.resume else None
-    writer = agree(transport, lambda: MetricsWriter(args.metrics if root else None, run, resume_after))
-    last: dict = {}
-    saved_epoch = None
-
-    def checkpoint(epoch: int) -> None:
-        agree(transport, lambda: save_checkpoint(directory, epoch, trainer.state_dict(), identity,
-                                                 args.checkpoint_keep) if root else None)
-
-    with progress.phase("training", total=config.epochs - trainer.completed_epochs) as phase:
-        for record in trainer.epochs():
-            last = record
-            phase.advance()
-            if root:
-                writer.write(record)
-                if not args.quiet:
-                    progress.echo(format_epoch(record))
-                if progress.verbose:
-                    progress.echo(format_epoch_detail(record))
-            epoch = record["epoch"]
-            if directory is not None and args.checkpoint_every and (
-                    epoch % args.checkpoint_every == 0 or epoch == config.epochs):
-                checkpoint(epoch)
-                saved_epoch = epoch
-            if epoch < config.epochs and _warned(transport):  # every rank stops after this same epoch
-                if directory is not None and saved_epoch != epoch:
-                    checkpoint(epoch)
-                phase.finish(f"stopped after epoch {epoch} of {config.epochs} at the scheduler's warning")
-                if root:
-                    writer.close()
-                    kept = f"checkpoint of epoch {epoch} in {directory}" if directory is not None else \
-                        f"stopped after epoch {epoch}, no --checkpoint-dir"
-                    signals.report(signals.WARNING_SIGNAL, what=f"{kept}; the job stops")
-                return signals.exit_code(signals.WARNING_SIGNAL)
-    if root:
-        writer.close()
-    if args.save_weights:
-        agree(transport, lambda: _save_weights(Path(args.save_weights), trainer) if root else None)
-    if root:
-        if last:
-            print(_summary(last, transport.size), flush=True)
+    outcome = pipeline.run(config, transport, threads, pipeline.shards_from(config.source, config.train.seed),
+                           field_name)
+    if outcome.stopped_after is not None:
+        return signals.exit_code(signals.WARNING_SIGNAL)
+    if transport.rank == 0:
+        if outcome.history:
+            print(_summary(outcome.history[-1], transport.size), flush=True)
         else:
-            print(f"done: the checkpoint is at epoch {trainer.completed_epochs} >= --epochs {config.epochs}; "
-                  "nothing left to train", flush=True)
+            print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs} >= --epochs "
+                  f"{config.train.epochs}; nothing left to train", flush=True)
     return 0
-
-
-def _warned(transport) -> bool:
-    """Whether any rank has received the scheduler's warning (one small reduction per epoch, all ranks alike)."""
-    return transport.allreduce([float(signals.warning_received())], op="max")[0] > 0
-
-
-def _save_weights(path: Path, trainer: Trainer) -> None:
-    write_npz(path, WEIGHTS, *trainer.weights())
-
-
-def _resume(trainer: Trainer, transport, directory, identity: RunIdentity) -> None:
-    """Load the newest sound checkpoint on every rank (the directory must be visible to all ranks)."""
-    root = transport.rank == 0
-
-    def warn(message: str) -> None:
-        if root:
-            print(f"distgcn: {message}", file=sys.stderr, flush=True)
-
-    contents = agree(transport, lambda: newest_checkpoint(directory, identity, warn))
-    epoch = contents["epoch"] if contents is not None else 0
-    high, negated_low = transport.allreduce([epoch, -epoch], op="max")
-    if high != -negated_low:
-        raise CollectiveInputError(f"ranks found different newest checkpoints (epochs {int(-negated_low)} to "
-                                   f"{int(high)}): put --checkpoint-dir on a filesystem every rank sees",
-                                   printed_here=root)
-    if contents is not None:
-        agree(transport, lambda: _load_state(trainer, contents["state"], checkpoint_path(directory, epoch)))
-    if root:  # shown even with --quiet: a log must say where a resumed run started
-        print(f"resuming after epoch {epoch} from {directory}" if contents is not None
-              else f"no checkpoint in {directory}; starting at epoch 1", flush=True)
-
-
-def _load_state(trainer: Trainer, state: dict, path: Path) -> None:
-    """Restore a verified checkpoint's state; one whose contents do not fit this model is bad input, not a crash."""
-    try:
-        trainer.load_state_dict(state)
-    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
-        raise InputError(f"checkpoint state does not fit this run ({type(exc).__name__}: {exc}); "
-                         "move the file away to resume from the previous one", path=path) from None
-
-
-def _run_header(args: argparse.Namespace, shard, config: TrainConfig, transport, threads: int, kernel: str) -> dict:
-    """What produced a metrics file, so that reports can group runs by P, partition model and graph."""
-    if args.partition_dir is not None:
-        meta = read_meta(Path(args.partition_dir))
-        graph = {key: meta.get("graph", {}).get(key) for key in ("name", "fingerprint", "spec")}
-        model = meta.get("model")
-    else:
-        graph, model = {"name": None, "fingerprint": None, "spec": args.graph}, args.partition
-    try:
-        distgcn_version = version("distgcn")
-    except PackageNotFoundError:
-        distgcn_version = None
-    return {"ranks": transport.size, "partition_model": model, "partition_id": shard.partition_id,
-            "partition_dir": args.partition_dir, "graph": graph, "layers": config.layers,
-            "widths": config.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": config.dtype,
-            "epochs": config.epochs, "seed": config.seed, "first_layer": config.first_layer,
-            "comm": config.comm, "halo_dtype": config.halo_dtype or config.dtype, "threads": threads,
-            "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
-
-
-def _check_memory(shard, config: TrainConfig, transport) -> None:
-    """Refuse, before allocating anything, a model whose predicted peak exceeds this rank's memory."""
-    widths = config.widths(int(shard.features.shape[1]), shard.num_classes)
-    predicted = memory.predict(memory.sizes_of(shard), memory.ModelShape(widths, config.dtype, config.optimizer,
-                                                                         config.dropout),
-                               on_gpu=transport.device.type == "cuda")
-    where = str(transport.device) if transport.device.type == "cuda" else "this node, shared by its ranks,"
-    memory.refuse_if_too_big(predicted, memory.available_bytes(transport.device, transport.ranks_on_this_node()),
-                             where)
-
-
-def _make_trainer(shard, transport, config: TrainConfig, kernel: str, minibatch: MinibatchConfig | None = None,
-                  progress: Progress | None = None) -> Trainer:
-    try:
-        if minibatch is not None and minibatch.norm_samples and progress is not None:
-            with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
-                                total=minibatch.norm_samples) as phase:
-                return MinibatchTrainer(shard, transport, config, minibatch, kernel, on_presample=phase.advance)
-        if minibatch is not None:
-            return MinibatchTrainer(shard, transport, config, minibatch, kernel)
-        return Trainer(shard, transport, config, kernel)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
 
 
 def _summary(m: dict, ranks: int) -> str:

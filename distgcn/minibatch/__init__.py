@@ -2,7 +2,7 @@
 
 from .factory import make_distributed_sampler, sampler_options
 from .sampling import DISTRIBUTED_SAMPLERS, DistributedSampler, PlanBytes
-from .trainer import MinibatchConfig, MinibatchTrainer
+from .trainer import MinibatchTrainer
 
-__all__ = ["DISTRIBUTED_SAMPLERS", "DistributedSampler", "PlanBytes", "MinibatchConfig", "MinibatchTrainer",
+__all__ = ["DISTRIBUTED_SAMPLERS", "DistributedSampler", "PlanBytes", "MinibatchTrainer",
            "make_distributed_sampler", "sampler_options"]

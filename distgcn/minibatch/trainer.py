@@ -10,36 +10,23 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..config import MinibatchConfig, TrainConfig
 from ..faults import inject_faults
 from ..halo import HaloExchanger
 from ..shard import Shard
 from ..sparse_input import SparseRows
 from ..spmm import DistributedAdjacency, spmm
-from ..trainer import DTYPES, Trainer, TrainConfig
+from ..trainer import DTYPES, Trainer
 from ..transport import Transport
 from .batch import BatchBlocks, build_batch
 from .factory import make_distributed_sampler
 from .normalization import LocalNormalization, presample
 from .sampling import batch_key
-
-
-@dataclass(frozen=True)
-class MinibatchConfig:
-    sampler: str
-    batch_size: int
-    batches_per_epoch: int | None = None
-    """None: ceil(n / batch_size), about one pass over the vertices per epoch."""
-    norm_samples: int = 50
-    """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Sampler options with defaults resolved (:func:`.factory.sampler_options`): rw walk_length, frontier_size."""
 
 
 class MinibatchTrainer(Trainer):
