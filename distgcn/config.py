@@ -15,9 +15,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from .sampling.samplers import Sampler
 
 DTYPES = ("float32", "float64")
 """Training dtypes (torch's of the same names)."""
@@ -145,6 +150,24 @@ class TrainConfig(ModelConfig):
         _choice(s, "first_layer", self.first_layer, FIRST_LAYERS)
         _choice(s, "comm", self.comm, COMMS)
         _choice(s, "halo_dtype", self.halo_dtype, HALO_DTYPES, optional=True)
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """A sampler by name, batch size and options: what meta.json records and what rebuilds it
+    (``partition --model stochastic``; minibatch training resolves its options into MinibatchConfig)."""
+
+    name: str
+    batch_size: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def build(self, a_hat: sp.spmatrix) -> Sampler:
+        from .sampling.samplers import make_sampler
+
+        return make_sampler(self.name, a_hat, self.batch_size, **self.options)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
 
 
 @dataclass(frozen=True)

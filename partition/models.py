@@ -32,7 +32,7 @@ from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  #
 from .weights import vertex_weights
 
 if TYPE_CHECKING:
-    from distgcn.sampling.cli_options import SamplerSpec
+    from distgcn.config import SamplerSpec
 
 __all__ = [
     "random_parts",
@@ -175,7 +175,7 @@ def compute_parts(
     partition_s (wall seconds of the partitioning call) and the versions of
     the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
     :func:`partition.hypergraph.hypergraph_parts`). The stochastic model needs
-    ``sampler`` (a :class:`distgcn.sampling.cli_options.SamplerSpec`) and takes
+    ``sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes
     ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
     ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
     (:func:`partition.weights.vertex_weights`).

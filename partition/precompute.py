@@ -31,7 +31,7 @@ from distgcn.graph import Graph
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 from distgcn.safe_io import PARTITION, check_directory_target, replace_directory
-from distgcn.sampling.cli_options import SamplerSpec
+from distgcn.config import SamplerSpec
 
 from .metrics import partition_metrics
 from .models import compute_parts

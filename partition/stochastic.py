@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from distgcn.errors import InputError
 from distgcn.sampling import Sampler, Subgraph
-from distgcn.sampling.cli_options import SamplerSpec
+from distgcn.config import SamplerSpec
 
 from .hypergraph import partition_nets
 from .weights import vertex_weights

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import PARTITION_MODELS
-from ..sampling.cli_options import add_sampler_options, add_shp_options, sampler_spec
+from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
 from .options import add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int
 
 PARTITIONERS = ("kahypar", "mtkahypar", "metis")

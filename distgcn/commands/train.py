@@ -13,7 +13,7 @@ from ..config import (BACKENDS, COMMS, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNEL
                       ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig, RunConfig, SourceConfig,
                       TrainConfig)
 from ..errors import InputError
-from ..sampling.cli_options import add_sampler_options, sampler_spec
+from .sampler_options import add_sampler_options, sampler_spec
 from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
                       probability, widths)
 
