@@ -220,9 +220,8 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
 def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig:
     """The run's configuration from train's keywords, checked before any rank communicates."""
     from .config import ComputeConfig, ConfigError, OutputConfig, ProgressConfig, RunConfig, SourceConfig, TrainConfig
-    from .pipeline import minibatch_config
-
     from .distribute import META_FILE
+    from .pipeline import minibatch_config
 
     k = keywords
     directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
