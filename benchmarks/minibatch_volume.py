@@ -28,7 +28,7 @@ import numpy as np
 
 from distgcn.data import load_graph
 from distgcn.graph import normalized_adjacency
-from distgcn.sampling.cli_options import SamplerSpec
+from distgcn.config import SamplerSpec
 from partition.minibatch_metrics import batch_entries
 from partition.models import compute_parts
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from distgcn.cli import add_graph_options
+from distgcn.commands.options import add_graph_options
 from distgcn.counters import CommCounters
 from distgcn.distribute import load_own_shard
 from distgcn.halo import HaloExchange, HaloExchanger, HaloPlan

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.trainer import TrainConfig
+from distgcn.config import TrainConfig
 
 
 class CsrGCN(nn.Module):

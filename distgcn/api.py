@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,7 +26,7 @@ from .results import TrainResult, VertexRows
 
 if TYPE_CHECKING:
     from .shard import Shard
-    from .trainer import TrainConfig, Trainer
+    from .config import RunConfig
     from .transport import Transport
 
 __all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx",
@@ -35,7 +34,6 @@ __all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_tr
 
 GraphSource = Graph | str | Path | GraphOptions
 """A Graph in memory, a spec as ``distgcn train --graph`` takes it, or a spec with its loading options."""
-T = TypeVar("T")
 _TRANSPORTS: dict[str, Transport] = {}
 """The transports :func:`default_transport` has started in this process, by backend."""
 
@@ -105,8 +103,14 @@ def partition(graph: GraphSource, parts: int, model: str = "random", *, epsilon:
 def train(source: GraphSource | Partition | None, *, partition_model: str = "random", epochs: int = 200,
           layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01, dropout: float = 0.5,
           weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
-          feature_norm: str = "row", threads: int | None = None, spmm_kernel: str = "auto",
-          backend: str | None = None, transport: Transport | None = None) -> TrainResult:
+          feature_norm: str = "row", vertex_order: str | None = None, first_layer: str = "exact",
+          comm: str = "halo", halo_dtype: str | None = None, sampler: str | None = None,
+          batch_size: int | None = None, batches_per_epoch: int | None = None, norm_samples: int = 50,
+          walk_length: int | None = None, frontier_size: int | None = None, threads: int | None = None,
+          spmm_kernel: str = "auto", backend: str | None = None, metrics: str | Path | None = None,
+          save_weights: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+          checkpoint_every: int | None = None, checkpoint_keep: int = 3, resume: bool = False,
+          quiet: bool = True, verbose: bool = False, transport: Transport | None = None) -> TrainResult:
     """Train a GCN as ``distgcn train`` does, on this process's rank; collective under mpiexec.
 
     ``source``: a partition directory (each rank reads its own shard), a
@@ -114,34 +118,34 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = "ran
     partitions with ``partition_model`` (as ``train --graph --partition``).
     Graphs and Partitions are read on rank 0 only; other ranks may pass None.
     ``feature_norm`` applies to a graph partitioned here (a directory's shards hold prepared features).
-    ``threads`` sets torch's threads for this call only (default: as they are).
-    The transport is :func:`default_transport` unless one is given.
+    The other keywords are the command line's options of the same names (docs/api.md); ``sampler``
+    and ``batch_size`` train on minibatches. ``threads`` sets torch's threads for this call only
+    (default: as they are). The transport is :func:`default_transport` unless one is given.
     """
     import torch
 
-    from .collective import CollectiveInputError, agree
-    from .spmm_kernels import choose_kernel
+    from . import pipeline
+    from .collective import CollectiveInputError
 
-    config = _config(epochs, layers, hidden, lr, dropout, weight_decay, optimizer, seed, dtype)
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise InputError(f"threads must be a positive integer, got {threads!r}")
-    transport = transport if transport is not None else default_transport(backend)
+    config = _config(source, dict(locals()))
+    transport = transport if transport is not None else default_transport(config.compute.backend)
     previous_threads = torch.get_num_threads()
     try:
         if threads is not None:
             torch.set_num_threads(threads)
-        kernel = agree(transport, lambda: _checked(choose_kernel, spmm_kernel, torch.get_num_threads(),
-                                                   transport.device))
-        shard = _own_shard(source, transport, partition_model, seed, feature_norm)
-        trainer = agree(transport, lambda: _checked(_make_trainer, shard, transport, config, kernel))
-        history = list(trainer.epochs())
-        outputs = [t.cpu().numpy() for t in trainer.layer_outputs()]
+
+        def own_shard(transport: Transport, _progress: object) -> Shard:
+            return _own_shard(source, transport, partition_model, seed, feature_norm, vertex_order or "rcm")
+
+        outcome = pipeline.run(config, transport, torch.get_num_threads(), own_shard)
+        outputs = [t.cpu().numpy() for t in outcome.trainer.layer_outputs()]
     except CollectiveInputError as exc:
         raise InputError(str(exc)) from None
     finally:
         torch.set_num_threads(previous_threads)
+    shard = outcome.shard
     by_id = np.argsort(shard.global_ids, kind="stable")  # a shard's rows are in its local (e.g. RCM) order
-    return TrainResult(history=history, weights=trainer.weights(), ids=shard.global_ids[by_id],
+    return TrainResult(history=outcome.history, weights=outcome.trainer.weights(), ids=shard.global_ids[by_id],
                        layer_outputs=[o[by_id] for o in outputs], rank=transport.rank, size=transport.size,
                        transport=transport)
 
@@ -184,7 +188,7 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
 
 
 def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
-               feature_norm: str) -> Shard:
+               feature_norm: str, vertex_order: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
     from partition.scatter import cut_and_scatter
 
@@ -214,39 +218,36 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
         split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm)
         return split.graph, split.a_hat, split.parts
 
-    return cut_and_scatter(transport, agree(transport, on_root))
+    return cut_and_scatter(transport, agree(transport, on_root), vertex_order)
 
 
-def _config(epochs: int, layers: int, hidden: int | tuple[int, ...], lr: float, dropout: float,
-            weight_decay: float, optimizer: str, seed: int, dtype: str) -> TrainConfig:
-    """The trainer's settings, refused with the command line's limits before any rank communicates."""
-    from .trainer import DTYPES, TrainConfig
+def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig:
+    """The run's configuration from train's keywords, checked before any rank communicates."""
+    from .config import ComputeConfig, ConfigError, OutputConfig, ProgressConfig, RunConfig, SourceConfig, TrainConfig
+    from .partition_dir import META_FILE
+    from .pipeline import minibatch_config
 
-    widths = (hidden,) if isinstance(hidden, int) else tuple(hidden)
-    checks = [(isinstance(epochs, int) and epochs >= 1, f"epochs must be a positive integer, got {epochs!r}"),
-              (isinstance(layers, int) and layers >= 2, f"layers must be at least 2, got {layers!r}"),
-              (len(widths) in (1, layers - 1) and all(isinstance(w, int) and w >= 1 for w in widths),
-               f"hidden must be one positive width or {layers - 1} of them, got {hidden!r}"),
-              (lr >= 0 and weight_decay >= 0, "lr and weight_decay must be >= 0"),
-              (0 <= dropout < 1, f"dropout must be in [0, 1), got {dropout!r}"),
-              (optimizer in ("adam", "sgd"), f"optimizer must be adam or sgd, got {optimizer!r}"),
-              (dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")]
-    for ok, message in checks:
-        if not ok:
-            raise InputError(message)
-    return TrainConfig(layers=layers, hidden=widths, epochs=epochs, lr=lr, dropout=dropout,
-                       weight_decay=weight_decay, optimizer=optimizer, seed=seed, dtype=dtype)
-
-
-def _make_trainer(shard: Shard, transport: Transport, config: TrainConfig, kernel: str) -> Trainer:
-    from .trainer import Trainer
-
-    return Trainer(shard, transport, config, kernel)
-
-
-def _checked(function: Callable[..., T], *args: object) -> T:
-    """Call ``function``; its ValueError (a setting it refuses) becomes an InputError."""
-    try:
-        return function(*args)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    k = keywords
+    directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
+    spec = source.spec if isinstance(source, GraphOptions) else str(source) if isinstance(source, (str, Path)) \
+        else None
+    minibatch = None
+    if k["sampler"] is None and k["batch_size"] is not None:
+        raise ConfigError("minibatch.batch_size", "{minibatch.batch_size} needs {minibatch.sampler}")
+    if k["sampler"] is not None:
+        given = {name: k[name] for name in ("walk_length", "frontier_size") if k[name] is not None}
+        minibatch = minibatch_config(k["sampler"], k["batch_size"], given, k["batches_per_epoch"], k["norm_samples"])
+    paths = {name: None if k[name] is None else str(k[name]) for name in ("metrics", "save_weights", "checkpoint_dir")}
+    return RunConfig(
+        source=SourceConfig(partition_dir=str(source) if directory else None, graph=None if directory else spec,
+                            partition=k["partition_model"], vertex_order=k["vertex_order"],
+                            feature_norm=k["feature_norm"]),
+        train=TrainConfig(layers=k["layers"], hidden=k["hidden"], epochs=k["epochs"], lr=k["lr"],
+                          dropout=k["dropout"], weight_decay=k["weight_decay"], optimizer=k["optimizer"],
+                          seed=k["seed"], dtype=k["dtype"], first_layer=k["first_layer"], comm=k["comm"],
+                          halo_dtype=k["halo_dtype"]),
+        minibatch=minibatch,
+        compute=ComputeConfig(threads=k["threads"], spmm_kernel=k["spmm_kernel"], backend=k["backend"]),
+        outputs=OutputConfig(**paths, checkpoint_every=k["checkpoint_every"], checkpoint_keep=k["checkpoint_keep"],
+                             resume=k["resume"]),
+        progress=ProgressConfig(quiet=k["quiet"], verbose=k["verbose"]))

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import config
 from .counters import CommCounters
 from .shard import Shard
 from .transport import Exchange, Transport
 
-HALO_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+HALO_DTYPES = {name: getattr(torch, name) for name in config.HALO_DTYPES}
 """``train --halo-dtype``: what halo messages may travel as (converted back to the training dtype on arrival)."""
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import ConfigError, ModelConfig
 from .errors import InputError
 
 ITEMSIZE = {"float32": 4, "float64": 8}
@@ -142,9 +143,9 @@ def refuse_if_too_big(predicted: dict[str, int], available: int | None, where: s
     if available is None or predicted["total"] <= available:
         return
     largest = max((k for k in predicted if k != "total"), key=predicted.__getitem__)
-    raise InputError(f"the model would need {predicted['total'] / 2**30:.1f} GiB on this rank (largest part: "
-                     f"{largest}, {predicted[largest] / 2**30:.1f} GiB) but {where} has "
-                     f"{available / 2**30:.1f} GiB available: use more ranks, smaller --hidden or float32")
+    raise ConfigError("train.hidden", f"the model would need {predicted['total'] / 2**30:.1f} GiB on this rank "
+                      f"(largest part: {largest}, {predicted[largest] / 2**30:.1f} GiB) but {where} has "
+                      f"{available / 2**30:.1f} GiB available: use more ranks, smaller {{train.hidden}} or float32")
 
 
 def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -185,23 +186,6 @@ def shard_sizes(path: str | Path) -> ShardSizes:
         raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    widths: list[int]
-    """Input features, hidden widths..., classes (TrainConfig.widths)."""
-    dtype: str = "float32"
-    optimizer: str = "adam"
-    dropout: float = 0.5
-
-
-def model_widths(features: int, classes: int, layers: int, hidden: tuple[int, ...]) -> list[int]:
-    """Layer widths: input, hidden (one width for all hidden layers, or one each), classes."""
-    widths = list(hidden) * (layers - 1) if len(hidden) == 1 else list(hidden)
-    if len(widths) != layers - 1:
-        raise ValueError(f"--hidden: {len(hidden)} widths given for {layers - 1} hidden layers")
-    return [features] + widths + [classes]
-
-
 def exchanged_width(fan_in: int, fan_out: int) -> int:
     """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
     return fan_out if fan_out < fan_in else fan_in
@@ -231,11 +215,11 @@ def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool
     return max(peak, backward) if layers else 0
 
 
-def predict(sizes: ShardSizes, model: ModelShape, on_gpu: bool) -> dict[str, int]:
+def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool) -> dict[str, int]:
     """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs."""
     s = ITEMSIZE[model.dtype]
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
-    widths = model.widths
+    widths = model.widths(sizes.features, sizes.classes)
     params = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
     exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
     terms = {

@@ -37,11 +37,7 @@ class GCN(nn.Module):
                  first_layer: str = "exact"):
         """``first_layer="cached"``: the input is already Â·X, so layer 0 only drops out and multiplies by W⁰."""
         super().__init__()
-        if first_layer not in ("exact", "cached"):
-            raise ValueError(f"first_layer: expected exact or cached, got {first_layer!r}")
         self.first_layer = first_layer
-        if len(widths) < 3:
-            raise ValueError("a GCN needs at least 2 layers (widths: input, hidden..., classes)")
         self.widths = list(widths)
         self.dropout = dropout
         self.seed = seed

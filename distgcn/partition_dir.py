@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .config import VERTEX_ORDERS
 from .errors import InputError
 from .graph import Graph
 from .prepare import GraphOptions
@@ -43,9 +44,6 @@ from .shard import Shard, read_arrays
 META_VERSION = 1
 META_FILE = "meta.json"
 PARTS_FILE = "parts.npy"
-VERTEX_ORDERS = ("rcm", "natural")
-"""How a shard numbers its own rows (meta.json's ``vertex_order``): reverse Cuthill-McKee of its owned block,
-or by global id (``partition/shards.py``)."""
 
 
 def shard_filename(rank: int) -> str:

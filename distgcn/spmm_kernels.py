@@ -17,7 +17,7 @@ import scipy.sparse as sp
 import torch
 
 from . import csr_kernel
-from .errors import InputError
+from .config import ConfigError
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
@@ -83,10 +83,7 @@ class NumbaBlock(ScipyBlock):
 
 
 BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock, "numba": NumbaBlock}
-"""The block class of each kernel that :func:`choose_kernel` can return."""
-
-KERNELS = ("auto", *BLOCKS)
-"""``train --spmm-kernel``: the kernel names (``auto``: :func:`choose_kernel` picks one)."""
+"""The block class of each kernel that :func:`choose_kernel` can return (config.KERNELS: these and ``auto``)."""
 
 
 def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:
@@ -97,11 +94,10 @@ def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device
     scipy was up to 1.8x faster than torch CSR, and our loop 1.3-1.9x faster
     than scipy at 64 columns; torch can use more threads.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown SpMM kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
     if device.type != "cpu":
         if kernel in ("scipy", "numba"):
-            raise InputError(f"--spmm-kernel {kernel} runs on the CPU only; the tensors are on {device}")
+            raise ConfigError("compute.spmm_kernel",
+                              f"{{compute.spmm_kernel}} {kernel} runs on the CPU only; the tensors are on {device}")
         return "torch"
     if kernel == "auto":
         return "numba" if threads == 1 else "torch"

@@ -13,19 +13,18 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
+from .config import DTYPES as DTYPE_NAMES, MinibatchConfig, TrainConfig
 from .counters import CommCounters
 from .faults import inject_faults
 from .gradsync import GradientSync
-from .memory import model_widths
 from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
-from .minibatch.source import MinibatchConfig, SampledBatches
+from .minibatch.source import SampledBatches
 from .model import GCN
 from .named_allreduce import MAX, SUM, allreduce_named
 from .shard import Shard
@@ -34,30 +33,7 @@ from .spmm import DistributedAdjacency, spmm
 from .steps import BatchSource, FullBatch, Step
 from .transport import Transport
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass
-class TrainConfig:
-    layers: int = 2
-    hidden: tuple[int, ...] = (16,)
-    """Hidden widths: one value for every hidden layer, or exactly layers - 1 values."""
-    epochs: int = 200
-    lr: float = 0.01
-    dropout: float = 0.5
-    weight_decay: float = 5e-4
-    optimizer: str = "adam"
-    seed: int = 0
-    dtype: str = "float32"
-    first_layer: str = "exact"
-    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
-    comm: str = "halo"
-    """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
-    halo_dtype: str | None = None
-    """What halo rows travel as (a key of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
-
-    def widths(self, num_features: int, num_classes: int) -> list[int]:
-        return model_widths(num_features, num_classes, self.layers, self.hidden)
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 class TrainingDiverged(RuntimeError):
@@ -68,12 +44,12 @@ class TrainingDiverged(RuntimeError):
         self.epoch = epoch
 
 
+OPTIMIZER_CLASSES = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+"""The classes behind config.OPTIMIZERS (the names are checked when the configuration is built)."""
+
+
 def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
-    raise ValueError(f"unknown optimizer {config.optimizer!r} (expected adam or sgd)")
+    return OPTIMIZER_CLASSES[config.optimizer](params, lr=config.lr, weight_decay=config.weight_decay)
 
 
 EPOCH_REDUCTIONS = {
@@ -93,9 +69,6 @@ class Trainer:
 
         ``on_presample`` is called after each batch the minibatch normalization pre-samples (progress).
         """
-        if minibatch is not None and (config.first_layer != "exact" or config.comm != "halo"):
-            raise ValueError("minibatch training needs first_layer exact and comm halo: a batch aggregates over "
-                             "its own subgraph Â[S, S]")
         self.shard = shard
         self.transport = transport
         self.config = config

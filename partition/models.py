@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import PARTITION_MODELS
 from distgcn.errors import InputError
 from distgcn.partition_dir import file_sha256
 
@@ -31,10 +32,9 @@ from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  #
 from .weights import vertex_weights
 
 if TYPE_CHECKING:
-    from distgcn.sampling.cli_options import SamplerSpec
+    from distgcn.config import SamplerSpec
 
 __all__ = [
-    "MODELS",
     "random_parts",
     "contiguous_parts",
     "graph_parts",
@@ -43,8 +43,6 @@ __all__ = [
     "symmetric_graph",
     "compute_parts",
 ]
-
-MODELS = ("random", "contiguous", "graph", "hypergraph", "external", "stochastic")
 
 
 def _check_n_nparts(n: int, nparts: int) -> None:
@@ -177,7 +175,7 @@ def compute_parts(
     partition_s (wall seconds of the partitioning call) and the versions of
     the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
     :func:`partition.hypergraph.hypergraph_parts`). The stochastic model needs
-    ``sampler`` (a :class:`distgcn.sampling.cli_options.SamplerSpec`) and takes
+    ``sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes
     ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
     ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
     (:func:`partition.weights.vertex_weights`).
@@ -244,7 +242,7 @@ def compute_parts(
         if nparts > 1:
             versions[partitioner] = tool_version or _version(partitioner)
     else:
-        raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(MODELS)}")
+        raise InputError(f"unknown partitioning model '{model}': expected one of {', '.join(PARTITION_MODELS)}")
     info["partition_s"] = time.perf_counter() - t0
     info["versions"] = versions
     return parts, info

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import SamplerSpec
 from distgcn.graph import Graph
 from distgcn.partition_dir import check_output, graph_source, input_paths, partition_id, write_directory
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
-from distgcn.sampling.cli_options import SamplerSpec
 
 from .metrics import partition_metrics
 from .models import compute_parts
@@ -34,7 +34,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
-    ``vertex_order`` numbers each shard's rows (:data:`distgcn.partition_dir.VERTEX_ORDERS`);
+    ``vertex_order`` numbers each shard's rows (:data:`distgcn.config.VERTEX_ORDERS`);
     ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
     """
     inputs = input_paths(options.spec, parts_file)

@@ -13,8 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from distgcn.config import VERTEX_ORDERS
 from distgcn.graph import Graph
-from distgcn.partition_dir import VERTEX_ORDERS
 from distgcn.shard import Shard
 
 from .metrics import comm_pairs

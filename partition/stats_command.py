@@ -10,52 +10,34 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from distgcn.errors import InputError
-from distgcn.memory import ModelShape, model_widths, predict, shard_sizes, sizes_of
+from distgcn.config import ModelConfig
+from distgcn.memory import predict, shard_sizes, sizes_of
 from distgcn.partition_dir import load_listed_shard, read_meta, validate_minibatch_fields, verify_parts_file
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
 
 
-@dataclass(frozen=True)
-class ModelOptions:
-    """The model whose memory is predicted (train's options of the same names and defaults)."""
-
-    layers: int = 2
-    hidden: tuple[int, ...] = (16,)
-    dtype: str = "float32"
-    optimizer: str = "adam"
-    dropout: float = 0.5
-
-
-def memory_json(directory: Path, meta: dict, options: ModelOptions, verify: bool = True) -> list[dict]:
+def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool = True) -> list[dict]:
     """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data).
 
     With ``verify``, each shard is read whole and checked against meta.json, not just its headers: what
     is reported on must be what training would read. Without (the summary ``partition`` prints of the
     shards it has just written and checksummed), only the array headers are read.
     """
-    if options.layers < 2:
-        raise InputError(f"--layers: expected at least 2, got {options.layers}")
     ranks = []
     for rank in range(meta["parts"]):
         if verify:
             sizes = sizes_of(load_listed_shard(directory, meta, rank))
         else:
             sizes = shard_sizes(directory / meta["shards"][rank]["file"])
-        try:
-            widths = model_widths(sizes.features, sizes.classes, options.layers, options.hidden)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        shape = ModelShape(widths, options.dtype, options.optimizer, options.dropout)
         ranks.append({"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows,
-                      "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, shape, True)["total"],
-                      "cpu_bytes": predict(sizes, shape, False)["total"]})
+                      "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, options, True)["total"],
+                      "cpu_bytes": predict(sizes, options, False)["total"]})
     return ranks
 
 
-def _verified_stats(directory: Path, options: ModelOptions, verify: bool = True) -> tuple[dict, dict]:
+def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) -> tuple[dict, dict]:
     """(meta.json, the stats object) of one directory: meta.json against the schema, and with ``verify``
     parts.npy and every shard against their checksums, so that nothing unchecked is reported."""
     meta = read_meta(directory)
@@ -67,7 +49,7 @@ def _verified_stats(directory: Path, options: ModelOptions, verify: bool = True)
     return meta, out
 
 
-def stats_json(directory: str | Path, options: ModelOptions = ModelOptions(), verify: bool = True) -> dict:
+def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> dict:
     return _verified_stats(Path(directory), options, verify)[1]
 
 
@@ -83,7 +65,7 @@ def _memory_table(memory: dict) -> str:
     return "\n".join(lines)
 
 
-def stats_table(directory: str | Path, options: ModelOptions = ModelOptions(), verify: bool = True) -> str:
+def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> str:
     s = stats_json(directory, options, verify)
     graph = s["graph"] or {}
     vol, msg = s["volume"], s["messages"]
@@ -107,7 +89,7 @@ def stats_table(directory: str | Path, options: ModelOptions = ModelOptions(), v
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
 
 
-def print_stats(directory: str, as_json: bool, options: ModelOptions = ModelOptions(), verify: bool = True) -> None:
+def print_stats(directory: str, as_json: bool, options: ModelConfig = ModelConfig(), verify: bool = True) -> None:
     """``verify=False`` only for a directory this process has just written (``partition``'s summary)."""
     print(json.dumps(stats_json(directory, options, verify)) if as_json else stats_table(directory, options, verify))
 
@@ -139,7 +121,7 @@ def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | No
     return sampler, samples, volume
 
 
-def compare(directories: Sequence[str], options: ModelOptions = ModelOptions()) -> list[Compared]:
+def compare(directories: Sequence[str], options: ModelConfig = ModelConfig()) -> list[Compared]:
     """Every directory read and verified before any is reported: a bad one stops the command with its name."""
     rows = []
     for label in directories:
@@ -186,7 +168,7 @@ def compare_table(rows: Sequence[Compared]) -> str:
     return "\n".join([line(header), *(line(b) for b in body), "", *legend])
 
 
-def print_comparison(directories: Sequence[str], as_json: bool, options: ModelOptions = ModelOptions()) -> None:
+def print_comparison(directories: Sequence[str], as_json: bool, options: ModelConfig = ModelConfig()) -> None:
     """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table."""
     rows = compare(directories, options)
     print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))

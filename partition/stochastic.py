@@ -31,9 +31,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.config import SamplerSpec
 from distgcn.hashing import GOLDEN, mix64
 from distgcn.sampling.reference import Sampler, Subgraph
-from distgcn.sampling.cli_options import SamplerSpec
 
 from .hypergraph import partition_nets
 from .weights import vertex_weights

@@ -92,8 +92,8 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
     """
     import torch
 
-    from distgcn import train_command
     from distgcn.cli import main
+    from distgcn.transport import setup
     from distgcn.transport.inprocess import InProcessTransport, run_ranks
 
     local = threading.local()
@@ -105,7 +105,7 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
     threads = torch.get_num_threads()
     saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     try:
-        with mock.patch.object(train_command, "make_transport", lambda backend: local.transport):
+        with mock.patch.object(setup, "make_transport", lambda backend: local.transport):
             return run_ranks(ranks, rank_main)
     finally:
         torch.set_num_threads(threads)

@@ -27,6 +27,7 @@ from conftest import ROOT, mpiexec, run_distgcn_in_process
 
 import distgcn
 from distgcn.cli import main
+from distgcn.config import ConfigError
 from distgcn.errors import InputError
 from distgcn.graph import Graph, normalized_adjacency
 from partition.stats_command import stats_json
@@ -214,10 +215,71 @@ def test_every_kind_of_source_trains_the_same_model():
 
 
 def test_training_refuses_bad_settings_and_a_partition_of_another_size():
-    with pytest.raises(InputError, match="hidden must be one positive width or 2"):
+    with pytest.raises(ConfigError, match=r"^train\.hidden: expected 1 or 2 widths for 3 layers, got 3$") as refused:
         distgcn.train(SPEC, layers=3, hidden=(8, 8, 8), epochs=1)
+    assert refused.value.field == "train.hidden"
+    with pytest.raises(ConfigError, match="minibatch training needs train.first_layer exact"):
+        distgcn.train(SPEC, sampler="node", batch_size=10, first_layer="cached", epochs=1)
+    with pytest.raises(ConfigError, match="minibatch.batch_size needs minibatch.sampler"):
+        distgcn.train(SPEC, batch_size=10, epochs=1)
+    with pytest.raises(ConfigError, match="outputs.resume and outputs.checkpoint_every need outputs.checkpoint_dir"):
+        distgcn.train(SPEC, resume=True, epochs=1)
+    with pytest.raises(ConfigError, match=r"compute\.threads: expected a positive integer, got 0"):
+        distgcn.train(SPEC, threads=0, epochs=1)
     with pytest.raises(InputError, match="the Partition has 2 parts but the job has 1 ranks"):
         distgcn.train(distgcn.partition(SPEC, 2), epochs=1)
+
+
+def test_minibatch_training_equals_the_command_line(tmp_path):
+    """Sampler, halo exchange options, threads, kernel, metrics file and weights: the same run both ways."""
+    options = ["--sampler", "rw", "--batch-size", "60", "--walk-length", "3", "--batches-per-epoch", "2",
+               "--norm-samples", "4", "--spmm-kernel", "scipy"]
+    weights = tmp_path / "cli.npz"
+    assert run_distgcn_in_process(["train", "--graph", SPEC, "--epochs", "3", "--threads", "1", "--seed", "2",
+                                   "--quiet", *options, "--metrics", str(tmp_path / "cli.jsonl"),
+                                   "--save-weights", str(weights)], 1) == [0]
+    result = distgcn.train(SPEC, epochs=3, threads=1, seed=2, sampler="rw", batch_size=60, walk_length=3,
+                           batches_per_epoch=2, norm_samples=4, spmm_kernel="scipy",
+                           metrics=tmp_path / "api.jsonl", save_weights=tmp_path / "api.npz")
+    records = [json.loads(line) for line in (tmp_path / "cli.jsonl").read_text().splitlines()]
+    api_records = [json.loads(line) for line in (tmp_path / "api.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in result.history] == [r["loss"] for r in records] == [r["loss"] for r in api_records]
+    assert [[i["loss"] for i in r["iterations"]] for r in result.history] == \
+        [[i["loss"] for i in r["iterations"]] for r in records]
+    run = {key: value for key, value in records[0]["run"].items() if key != "backend"}  # in-process vs MPI
+    assert {key: value for key, value in api_records[0]["run"].items() if key != "backend"} == run
+    assert run["minibatch"]["options"] == {"walk_length": 3} and run["spmm_kernel"] == "scipy"
+    with np.load(weights) as cli, np.load(tmp_path / "api.npz") as api:
+        assert cli.files == api.files
+        for key in cli.files:
+            np.testing.assert_array_equal(cli[key], api[key])
+
+
+def test_checkpoint_resume_equals_the_command_line(tmp_path, capsys):
+    """Checkpoints written by the API resume from the command line, and the other way round, as one run."""
+    base = ["train", "--graph", SPEC, "--threads", "1", "--quiet", "--checkpoint-every", "1"]
+    cli_dir, api_dir = tmp_path / "cli", tmp_path / "api"
+    assert run_distgcn_in_process([*base, "--epochs", "2", "--checkpoint-dir", str(cli_dir)], 1) == [0]
+    resumed = distgcn.train(SPEC, epochs=5, threads=1, checkpoint_dir=cli_dir, checkpoint_every=1, resume=True)
+    assert "resuming after epoch 2" in capsys.readouterr().out
+    assert [r["epoch"] for r in resumed.history] == [3, 4, 5]
+
+    distgcn.train(SPEC, epochs=2, threads=1, checkpoint_dir=api_dir, checkpoint_every=1)
+    assert run_distgcn_in_process([*base, "--epochs", "5", "--checkpoint-dir", str(api_dir), "--resume",
+                                   "--metrics", str(tmp_path / "m.jsonl")], 1) == [0]
+    from_cli = [json.loads(line)["loss"] for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    whole = distgcn.train(SPEC, epochs=5, threads=1)
+    assert [r["loss"] for r in resumed.history] == from_cli == [r["loss"] for r in whole.history[2:]]
+
+
+def test_api_reaches_the_exchange_options():
+    """first_layer, comm and halo_dtype are the command line's: cached and broadcast change only the traffic."""
+    exact = distgcn.train(SPEC, epochs=2, threads=1, dtype="float64")
+    broadcast = distgcn.train(SPEC, epochs=2, threads=1, dtype="float64", comm="broadcast")
+    np.testing.assert_allclose([r["loss"] for r in broadcast.history], [r["loss"] for r in exact.history],
+                               rtol=1e-12)
+    cached = distgcn.train(SPEC, epochs=2, threads=1, first_layer="cached", halo_dtype="float16")
+    assert len(cached.history) == 2
 
 
 def api_export_script() -> types.ModuleType:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-COMMAND_LAYER = ("distgcn.cli", "distgcn.commands", "distgcn.api", "distgcn.pipeline", "distgcn.train_command")
+COMMAND_LAYER = ("distgcn.cli", "distgcn.commands", "distgcn.api", "distgcn.pipeline")
 """Modules (and packages, with everything under them) that drive both stages (docs/architecture.md)."""
 
 

@@ -26,7 +26,7 @@ from conftest import run_distgcn
 
 from distgcn.checkpoint import MAGIC, RunIdentity, capture_rng_states, newest_checkpoint, read_checkpoint
 from distgcn.errors import InputError
-from distgcn.jobs_command import load_metrics
+from distgcn.commands.jobs import load_metrics
 from distgcn.prepare import GraphOptions
 from distgcn.report.inputs import load_inputs
 from partition.precompute import write_partition

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from distgcn.cli import main
-from distgcn.jobs_command import load_metrics, scaling_table
+from distgcn.commands.jobs import load_metrics, scaling_table
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.report.inputs import load_inputs
 from distgcn.schema import EPOCH_KEYS

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 from slurm_cluster import SlurmCluster
 
-from distgcn.jobs_command import scaling_table
+from distgcn.commands.jobs import scaling_table
 
 JOBS = ROOT / "jobs"
 TEMPLATES = sorted(p.name for p in JOBS.glob("*.sbatch"))
@@ -37,7 +37,7 @@ def test_the_four_templates_are_there() -> None:
 
 def test_jobs_finds_the_templates_without_a_checkout_path(monkeypatch) -> None:
     """`pip install .` ships jobs/ to PREFIX/share/distgcn/jobs; an editable install reads the checkout's."""
-    from distgcn.jobs_command import default_templates
+    from distgcn.commands.jobs import default_templates
 
     monkeypatch.delenv("DISTGCN_JOBS_DIR", raising=False)
     found = default_templates()

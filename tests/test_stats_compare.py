@@ -19,7 +19,7 @@ from conftest import random_edge_file
 
 from distgcn.cli import main
 from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.sampling.cli_options import SamplerSpec
+from distgcn.config import SamplerSpec
 from partition.minibatch_metrics import minibatch_comm
 from partition.stats_command import compare
 

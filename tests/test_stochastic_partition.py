@@ -22,8 +22,8 @@ from distgcn.cli import main
 from distgcn.data import load_graph
 from distgcn.errors import InputError
 from distgcn.graph import normalized_adjacency
+from distgcn.config import SamplerSpec
 from distgcn.sampling.reference import make_sampler
-from distgcn.sampling.cli_options import SamplerSpec
 from partition.metrics import connectivity_minus_one, partition_metrics
 from partition.minibatch_metrics import minibatch_comm
 from partition.models import compute_parts

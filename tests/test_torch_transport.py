@@ -30,7 +30,8 @@ from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.shard import Shard
 from partition.models import compute_parts
 from partition.precompute import write_partition
-from partition.stats_command import ModelOptions, stats_table
+from distgcn.config import ModelConfig
+from partition.stats_command import stats_table
 
 EPOCHS = 4
 SEED = 3
@@ -209,7 +210,7 @@ def test_stats_memory_column_reads_each_shard(three_parts):
         assert 0 < row["gpu_bytes"] < row["cpu_bytes"]  # on a CPU the shard itself is resident too
     sizes = shard_sizes(three_parts / shard_filename(0))
     assert (sizes.features, sizes.classes, sizes.senders) == (32, 4, 2)
-    table = stats_table(three_parts, ModelOptions(layers=3, hidden=(32, 8)))
+    table = stats_table(three_parts, ModelConfig(layers=3, hidden=(32, 8)))
     assert "predicted peak memory per rank (3 layers, hidden 32,8" in table
 
 

@@ -1,6 +1,6 @@
 """Distributed minibatch (GraphSAINT-style) training over the 1D row partition (docs/minibatch.md)."""
 
 from .factory import make_distributed_sampler, sampler_options
-from .source import MinibatchConfig, SampledBatches
+from .source import SampledBatches
 
-__all__ = ["MinibatchConfig", "SampledBatches", "make_distributed_sampler", "sampler_options"]
+__all__ = ["SampledBatches", "make_distributed_sampler", "sampler_options"]

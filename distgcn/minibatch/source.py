@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..config import MinibatchConfig
 from ..halo import HaloExchanger
 from ..named_allreduce import MAX, SUM, allreduce_named
 from ..sampling.distributed import LocalNormalization, batch_key, presample
@@ -28,18 +28,6 @@ from .factory import make_distributed_sampler
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
-
-
-@dataclass(frozen=True)
-class MinibatchConfig:
-    sampler: str
-    batch_size: int
-    batches_per_epoch: int | None = None
-    """None: ceil(n / batch_size), about one pass over the vertices per epoch."""
-    norm_samples: int = 50
-    """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Sampler options with defaults resolved (:func:`.factory.sampler_options`): rw walk_length, frontier_size."""
 
 
 class SampledBatches:

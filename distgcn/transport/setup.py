@@ -19,10 +19,10 @@ from datetime import timedelta
 
 import torch
 
+from ..config import BACKENDS
 from ..errors import InputError
 from .base import Transport
 
-BACKENDS = ("mpi", "gloo", "nccl")
 TIMEOUT = timedelta(minutes=10)
 """How long a torch.distributed operation may wait for a silent peer before failing.
 

@@ -20,8 +20,9 @@ import torch
 from distgcn.distribute import load_own_shard
 from distgcn.partition_dir import shard_filename
 from distgcn.transport.setup import make_transport
-from distgcn.memory import ModelShape, predict, shard_sizes
-from distgcn.trainer import TrainConfig, Trainer
+from distgcn.config import TrainConfig
+from distgcn.memory import predict, shard_sizes
+from distgcn.trainer import Trainer
 
 
 def status_kib(field: str) -> int:
@@ -67,8 +68,7 @@ def main() -> None:
     else:
         measured = status_kib("VmHWM") * 1024 - baseline
     sizes = shard_sizes(Path(directory) / shard_filename(transport.rank))
-    widths = config.widths(sizes.features, sizes.classes)
-    predicted = predict(sizes, ModelShape(widths, dtype, config.optimizer, config.dropout), device.type == "cuda")
+    predicted = predict(sizes, config, device.type == "cuda")
     report = transport.allgather_object({"rank": transport.rank, "device": str(device), "measured": measured,
                                          "predicted": predicted})
     if transport.rank == 0:

@@ -1,42 +1,24 @@
 """Command-line options that choose a minibatch sampler.
 
-Shared by every command that samples (``partition --model stochastic`` now,
-minibatch ``train`` later), so that the flags, their checks and the settings
-recorded in meta.json are the same everywhere.
+Shared by every command that samples (``partition --model stochastic`` and
+minibatch ``train``), so that the flags and their checks are the same
+everywhere; the sampler they choose is a :class:`distgcn.config.SamplerSpec`.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import scipy.sparse as sp
+from ..config import SamplerSpec
+from ..errors import InputError
+from ..sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS
 
-from distgcn.errors import InputError
-
-from .reference.samplers import SAMPLER_OPTIONS, SAMPLERS, Sampler, make_sampler
-
-__all__ = ["SamplerSpec", "add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
+__all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
 
 OPTION_FLAGS = {"walk_length": "--walk-length", "frontier_size": "--frontier-size", "pop": "--frontier-pop"}
 """Sampler option (a key of SAMPLER_OPTIONS) -> its command-line flag."""
-
-
-@dataclass(frozen=True)
-class SamplerSpec:
-    """A sampler by name, batch size and options: what meta.json records and what rebuilds it."""
-
-    name: str
-    batch_size: int
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def build(self, a_hat: sp.spmatrix) -> Sampler:
-        return make_sampler(self.name, a_hat, self.batch_size, **self.options)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
 
 
 def _type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:

@@ -13,8 +13,7 @@ INPUT_HELP = ("a metrics file (--metrics of 'distgcn train') or a partition dire
               "old.jsonl@ranks=8,model=HP,graph=cora")
 
 
-def add_report_parser(commands: argparse._SubParsersAction) -> None:
-    """Register ``distgcn report`` (kept here so the CLI module needs one line for it)."""
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="plots and a markdown summary from metrics files and partition directories",
         description="Render PNG figures (curves, time split, strong scaling, partition model comparison, "
@@ -22,17 +21,17 @@ def add_report_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
     report.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (created; an earlier report's files are replaced, nothing else)")
-    report.set_defaults(handler=run_report)
+    return report
 
 
-def run_report(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         import matplotlib  # noqa: F401 - only to say clearly what is missing
     except ImportError:
         raise InputError("distgcn report needs matplotlib: pip install 'distgcn[report]'") from None
-    from .figures import render_all
-    from .inputs import load_inputs
-    from .summary import write_summary
+    from ..report.figures import render_all
+    from ..report.inputs import load_inputs
+    from ..report.summary import write_summary
 
     runs, partitions = load_inputs(args.inputs)
     out = prepare_output_dir(Path(args.out), what="report directory")

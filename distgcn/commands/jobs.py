@@ -22,10 +22,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import InputError
-from .metrics_log import read_metrics, steady
+from ..errors import InputError
+from ..metrics_log import read_metrics, steady
 
-SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "jobs"
+SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "jobs"
 """jobs/ of a source checkout (editable install)."""
 INSTALLED_TEMPLATES = Path(sys.prefix) / "share" / "distgcn" / "jobs"
 """Where ``pip install`` puts the same files (pyproject.toml's data-files)."""
@@ -57,7 +57,7 @@ def _part_list(text: str) -> list[int]:
     return values
 
 
-def add_jobs_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``distgcn jobs submit|scaling|collect``."""
     jobs = commands.add_parser("jobs", help="submit Slurm jobs (partition, then training) and collect results",
                                description="Submit the Slurm templates in jobs/ (see docs/cluster.md).")
@@ -71,7 +71,6 @@ def add_jobs_parser(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--metrics", metavar="FILE",
                         help="per-epoch metrics file (default: distgcn-JOBID.jsonl in this directory)")
     _add_common(submit)
-    submit.set_defaults(handler=run_submit)
 
     scaling = sub.add_parser("scaling", help="strong scaling: a partition array, then a training array",
                              description="Submit jobs/partition.sbatch and jobs/scaling.sbatch as job arrays "
@@ -85,14 +84,17 @@ def add_jobs_parser(commands: argparse._SubParsersAction) -> None:
     scaling.add_argument("--concurrent", type=_positive, default=1, metavar="N",
                          help="array elements running at once (default: 1, so timings do not interfere)")
     _add_common(scaling)
-    scaling.set_defaults(handler=run_scaling)
 
     collect = sub.add_parser("collect", help="the strong-scaling table from metrics files",
                              description="Read metrics files (a directory of metrics-pP.jsonl, or files) "
                                          "and print the strong-scaling table.")
     collect.add_argument("inputs", nargs="+", metavar="PATH", help="a results directory or metrics files")
     collect.add_argument("--json", action="store_true", help="one JSON list instead of a markdown table")
-    collect.set_defaults(handler=run_collect)
+    return jobs
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"submit": run_submit, "scaling": run_scaling, "collect": run_collect}[args.jobs_command](args)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

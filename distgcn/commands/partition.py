@@ -1,0 +1,65 @@
+"""``distgcn partition GRAPH``: partition a graph offline and write the partition directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import PARTITION_MODELS
+from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
+from .options import add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int
+
+PARTITIONERS = ("kahypar", "mtkahypar", "metis")
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from partition.weights import VERTEX_WEIGHTS
+
+    part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
+                               description="Partition GRAPH into P parts; write meta.json, parts.npy and "
+                                           "one shard per rank to DIR.")
+    part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
+    part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
+    part.add_argument("--model", required=True, choices=PARTITION_MODELS, help="partition model")
+    part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
+    part.add_argument("--partitioner", choices=PARTITIONERS,
+                      help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")
+    part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
+                                       "P <= 8, the tool's default above], default, quality, quality_v3, "
+                                       "quality_v5, highest_quality, deterministic, deterministic_quality, "
+                                       "large_k; kahypar: fast [default], quality)")
+    part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
+    part.add_argument("--seed", type=int, default=0,
+                      help="seed of the partitioner and of random features (default: 0)")
+    add_graph_options(part)
+    add_sampler_options(part)
+    add_shp_options(part)
+    part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
+    part.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
+    add_vertex_order_option(part, "", "rcm")
+    part.add_argument("--vertex-weight", choices=VERTEX_WEIGHTS, default="nonzeros",
+                      help="what the graph, hypergraph and stochastic models balance: each row's nonzeros (the "
+                           "SpMM's work, as the paper) or work (nonzeros plus the mean row's nonzeros, which also "
+                           "counts per-row dense work; better on skewed graphs) (default: nonzeros)")
+    part.set_defaults(field_name=field_flags(part))
+    return part
+
+
+def run(args: argparse.Namespace) -> int:
+    from partition.precompute import write_partition
+    from partition.stats_command import print_stats
+
+    from ..prepare import GraphOptions
+
+    options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
+                           classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
+    write_partition(options, args.out, args.parts, args.model, epsilon=args.epsilon, seed=args.seed,
+                    partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
+                    force=args.force, quiet=args.quiet, verbose=args.verbose, sampler=sampler_spec(args),
+                    shp={"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta,
+                         "shp_samples": args.shp_samples}, vertex_order=args.vertex_order,
+                    vertex_weight=args.vertex_weight)
+    if not args.quiet:  # the shards were checksummed as they were written: only their headers are read again
+        print_stats(args.out, as_json=False, verify=False)
+    return 0

@@ -1,0 +1,176 @@
+"""``distgcn train``: the run's configuration from the arguments, then the pipeline on every rank.
+
+Rank 0 prints the summary and writes the outputs; the exit status says how the run ended
+(0, 2 bad input, 3 diverged, 128 + N at the scheduler's warning N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..config import (BACKENDS, COMMS, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS, OPTIMIZERS, TRAIN_PARTITIONS,
+                      ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig, RunConfig, SourceConfig,
+                      TrainConfig)
+from ..errors import InputError
+from .sampler_options import add_sampler_options, sampler_spec
+from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
+                      probability, widths)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    train = commands.add_parser("train", help="train a GCN on P ranks (launch with mpiexec -n P)",
+                                description="Train a GCN; each rank holds only its rows of Â, H and G.")
+    train.add_argument("partition_dir", nargs="?", metavar="DIR",
+                       help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
+    train.add_argument("--graph", metavar="GRAPH",
+                       help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
+    train.add_argument("--partition", default="random", choices=TRAIN_PARTITIONS,
+                       help="how rank 0 partitions --graph (default: random)")
+    add_vertex_order_option(train, "with --graph: ", None)
+    add_graph_options(train)
+    train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
+    train.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+                       help="hidden width, or one width per hidden layer (default: 16)")
+    train.add_argument("--epochs", type=positive_int, default=200, help="epochs (default: 200)")
+    train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
+    train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
+    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
+                       help="L2 weight decay (default: 5e-4)")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
+    train.add_argument("--seed", type=int, default=0,
+                       help="seed of the weights, dropout, random partition and random features (default: 0)")
+    train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
+    train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
+                       help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
+                            "dropout then applies after the aggregation (a different model; default: exact)")
+    train.add_argument("--comm", choices=COMMS, default="halo",
+                       help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
+                            "1D algorithm, for comparison (default: halo, only the rows Â needs)")
+    train.add_argument("--halo-dtype", choices=HALO_DTYPES,
+                       help="send halo rows (forward) and halo partial products (backward) in this dtype, "
+                            "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
+                            "rounding of what crosses ranks (default: --dtype, no conversion)")
+    train.add_argument("--threads", type=positive_int,
+                       help="compute threads per rank (torch and BLAS); default: SLURM_CPUS_PER_TASK under "
+                            "Slurm, else the node's cores divided by the ranks on the node")
+    train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
+                       help="local sparse product: auto = numba (our loop for products of 32 columns or more, "
+                            "scipy's CSR product below) on one thread, torch CSR on several or on a GPU "
+                            "(default: auto; measured in docs/performance.md)")
+    train.add_argument("--backend", choices=BACKENDS,
+                       help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
+                            "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "
+                            "(docs/gpu.md)")
+    train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
+    train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
+    train.add_argument("--checkpoint-dir", metavar="D",
+                       help="directory for checkpoints (created; must be visible to every rank)")
+    train.add_argument("--checkpoint-every", type=positive_int, metavar="K",
+                       help="write a checkpoint every K epochs and after the last one")
+    train.add_argument("--checkpoint-keep", type=positive_int, default=3, metavar="N",
+                       help="keep the newest N checkpoints (default: 3)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
+                            "there is none, so a requeued job can always pass it)")
+    add_sampler_options(train)
+    train.add_argument("--batches-per-epoch", type=positive_int, metavar="K",
+                       help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
+    train.add_argument("--norm-samples", type=int, default=50, metavar="B",
+                       help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
+                            "(default: 50)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
+    train.add_argument("--verbose", action="store_true",
+                       help="also each epoch's time split and traffic, and the run's settings")
+    train.set_defaults(field_name=field_flags(train))
+    return train
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's configuration (checked) from train's arguments; refused before any transport starts."""
+    minibatch = _minibatch(args)
+    source = SourceConfig(partition_dir=args.partition_dir, graph=args.graph, partition=args.partition,
+                          vertex_order=args.vertex_order, symmetrize=args.symmetrize, features=args.features,
+                          classes=args.classes, feature_norm=args.feature_norm)
+    source.require_one()
+    outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
+                           checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
+                           resume=args.resume)
+    train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
+                        seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
+                        halo_dtype=args.halo_dtype)
+    return RunConfig(source=source, train=train, minibatch=minibatch,
+                     compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
+                     outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
+
+
+def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
+    """The minibatch settings, None for full-batch training (no --sampler)."""
+    spec = sampler_spec(args)
+    if spec is None:
+        if args.batches_per_epoch is not None:
+            raise InputError("--batches-per-epoch needs --sampler")
+        return None
+    from ..pipeline import minibatch_config
+
+    return minibatch_config(spec.name, spec.batch_size, spec.options, args.batches_per_epoch, args.norm_samples)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import signals
+    from ..collective import CollectiveInputError, abort_on_unexpected
+    from ..threads import default_threads, set_threads
+    from ..trainer import TrainingDiverged
+    from ..transport.setup import make_transport
+
+    config = run_config(args)
+    signals.defer_warning()  # the scheduler's warning ends training at an epoch boundary, after a checkpoint
+    transport = make_transport(config.compute.backend)
+    signals.attach_job(transport.rank, transport.size, transport.abort)
+    try:
+        threads = config.compute.threads or default_threads(transport.ranks_on_this_node())
+        set_threads(threads)
+        code = _train(config, transport, threads, args.field_name)
+    except CollectiveInputError as exc:
+        if exc.printed_here:
+            print(f"distgcn: error: {exc}", file=sys.stderr)
+        code = 2
+    except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
+        if transport.rank == 0:
+            directory = config.outputs.checkpoint_dir
+            kept = f"; checkpoints in {directory} end before it" if directory else ""
+            print(f"distgcn: error: {exc}{kept}", file=sys.stderr)
+        code = 3
+    except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
+        abort_on_unexpected(transport, exc)
+        return 1
+    transport.close()  # every path above is taken by all ranks together
+    return code
+
+
+def _train(config: RunConfig, transport, threads: int, field_name) -> int:
+    from .. import pipeline, signals
+
+    outcome = pipeline.run(config, transport, threads, pipeline.shards_from(config.source, config.train.seed),
+                           field_name)
+    if outcome.stopped_after is not None:
+        return signals.exit_code(signals.WARNING_SIGNAL)
+    if transport.rank == 0:
+        if outcome.history:
+            print(_summary(outcome.history[-1], transport.size), flush=True)
+        else:
+            print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs} >= --epochs "
+                  f"{config.train.epochs}; nothing left to train", flush=True)
+    return 0
+
+
+def _summary(m: dict, ranks: int) -> str:
+    return (
+        f"done: {m['epoch']} epochs on {ranks} rank(s)  final loss {m['loss']:.4f}  "
+        f"train acc {m['train_acc']:.4f}  val acc {m['val_acc']:.4f}  test acc {m['test_acc']:.4f}\n"
+        f"communication per epoch: {m['halo_rows']} halo rows ({m['halo_bytes'] / 1e6:.2f} MB) in "
+        f"{m['messages']} messages over {m['spmm_exchanges']} SpMM exchanges; busiest rank sent "
+        f"{m['max_rank_halo_rows']} rows; comm wait {m['comm_wait_s'] * 1e3:.1f} ms, "
+        f"allreduce {m['allreduce_s'] * 1e3:.1f} ms of {m['epoch_s'] * 1e3:.1f} ms"
+    )

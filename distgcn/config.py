@@ -1,0 +1,294 @@
+"""One training run's settings: a tree of dataclasses, checked once when it is built.
+
+``distgcn train`` builds a :class:`RunConfig` from its arguments and
+:func:`distgcn.api.train` from its keywords; either way every setting is
+checked here, once, before any rank communicates, and the rest of the code
+trusts what it is given. A refused setting is a :class:`ConfigError` naming
+the configuration field (``train.hidden``); the command line words the same
+error with its flags (``--hidden``). This module imports no torch, so that
+settings can be checked (and the command line parsed) without it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from .sampling.reference.samplers import Sampler
+
+DTYPES = ("float32", "float64")
+"""Training dtypes (torch's of the same names)."""
+HALO_DTYPES = ("float32", "bfloat16", "float16")
+"""What halo rows may travel as (``train.halo_dtype``)."""
+OPTIMIZERS = ("adam", "sgd")
+FIRST_LAYERS = ("exact", "cached")
+"""cached: Â·X once at setup, then a local first layer (dropout after the aggregation)."""
+COMMS = ("halo", "broadcast")
+KERNELS = ("auto", "torch", "scipy", "numba")
+"""Local SpMM kernels (``auto`` chooses by threads and device: distgcn.spmm.choose_kernel)."""
+BACKENDS = ("mpi", "gloo", "nccl")
+FEATURE_NORMS = ("row", "none")
+VERTEX_ORDERS = ("rcm", "natural")
+"""How a shard numbers its own rows (meta.json's ``vertex_order``): reverse Cuthill-McKee of its owned block,
+or by global id (``partition/shards.py``)."""
+PARTITION_MODELS = ("random", "contiguous", "graph", "hypergraph", "stochastic", "external")
+"""The models of ``distgcn partition --model`` (partition/models.py runs them)."""
+TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
+"""The partition models that ``train --graph`` runs on rank 0 (the others need ``distgcn partition``)."""
+
+_FIELD = re.compile(r"\{([a-z_]+\.[a-z_]+)\}")
+
+
+class ConfigError(InputError):
+    """A refused setting. ``field`` is its dotted path; ``template`` names fields as ``{section.name}``,
+    so that each front end can word them its own way (:meth:`render`)."""
+
+    def __init__(self, field_path: str, template: str):
+        self.field = field_path
+        self.template = template
+        super().__init__(self.render(lambda path: path))
+
+    def render(self, name: Callable[[str], str]) -> str:
+        """The message with each field named by ``name`` (the command line passes its flags)."""
+        return _FIELD.sub(lambda match: name(match.group(1)), self.template)
+
+
+def _require(ok: bool, field_path: str, template: str) -> None:
+    if not ok:
+        raise ConfigError(field_path, template)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(section: str, name: str, value: Any, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    _require(_is_int(value) and value >= 1, f"{section}.{name}",
+             f"{{{section}.{name}}}: expected a positive integer, got {value!r}")
+
+
+def _non_negative(section: str, name: str, value: Any) -> None:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0,
+             f"{section}.{name}", f"{{{section}.{name}}}: expected a number >= 0, got {value!r}")
+
+
+def _choice(section: str, name: str, value: Any, choices: tuple[str, ...], optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    _require(value in choices, f"{section}.{name}",
+             f"{{{section}.{name}}}: expected one of {', '.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The model as one rank holds it: what its weights, activations and optimizer state take.
+
+    ``distgcn stats`` predicts memory for it; training extends it (:class:`TrainConfig`).
+    """
+
+    SECTION = "model"
+    layers: int = 2
+    hidden: tuple[int, ...] = (16,)
+    """Hidden widths: one value for every hidden layer, or exactly layers - 1 values."""
+    dtype: str = "float32"
+    optimizer: str = "adam"
+    dropout: float = 0.5
+
+    def __post_init__(self) -> None:
+        s = self.SECTION
+        _require(_is_int(self.layers) and self.layers >= 2, f"{s}.layers",
+                 f"{{{s}.layers}}: expected at least 2, got {self.layers!r}")
+        hidden = (self.hidden,) if _is_int(self.hidden) else tuple(self.hidden)
+        object.__setattr__(self, "hidden", hidden)
+        _require(len(hidden) in (1, self.layers - 1), f"{s}.hidden",
+                 f"{{{s}.hidden}}: expected 1 or {self.layers - 1} widths for {self.layers} layers, "
+                 f"got {len(hidden)}")
+        _require(all(_is_int(w) and w >= 1 for w in hidden), f"{s}.hidden",
+                 f"{{{s}.hidden}}: expected positive integer widths, got {self.hidden!r}")
+        _choice(s, "dtype", self.dtype, DTYPES)
+        _choice(s, "optimizer", self.optimizer, OPTIMIZERS)
+        _non_negative(s, "dropout", self.dropout)
+        _require(self.dropout < 1, f"{s}.dropout",
+                 f"{{{s}.dropout}}: expected a probability in [0, 1), got {self.dropout!r}")
+
+    def widths(self, num_features: int, num_classes: int) -> list[int]:
+        """Layer widths: input, hidden (one width for all hidden layers, or one each), classes."""
+        hidden = list(self.hidden) * (self.layers - 1) if len(self.hidden) == 1 else list(self.hidden)
+        return [num_features, *hidden, num_classes]
+
+
+@dataclass(frozen=True)
+class TrainConfig(ModelConfig):
+    """The model plus how it is trained and how its SpMMs communicate: what the trainer reads."""
+
+    SECTION = "train"
+    epochs: int = 200
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    seed: int = 0
+    first_layer: str = "exact"
+    """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
+    comm: str = "halo"
+    """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
+    halo_dtype: str | None = None
+    """What halo rows travel as (one of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        s = self.SECTION
+        _positive(s, "epochs", self.epochs)
+        _non_negative(s, "lr", self.lr)
+        _non_negative(s, "weight_decay", self.weight_decay)
+        _require(_is_int(self.seed), f"{s}.seed", f"{{{s}.seed}}: expected an integer, got {self.seed!r}")
+        _choice(s, "first_layer", self.first_layer, FIRST_LAYERS)
+        _choice(s, "comm", self.comm, COMMS)
+        _choice(s, "halo_dtype", self.halo_dtype, HALO_DTYPES, optional=True)
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """A sampler by name, batch size and options: what meta.json records and what rebuilds it
+    (``partition --model stochastic``; minibatch training resolves its options into MinibatchConfig)."""
+
+    name: str
+    batch_size: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def build(self, a_hat: sp.spmatrix) -> Sampler:
+        from .sampling.reference.samplers import make_sampler
+
+        return make_sampler(self.name, a_hat, self.batch_size, **self.options)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
+
+
+@dataclass(frozen=True)
+class MinibatchConfig:
+    """Minibatch (sampled subgraph) training; a run without it trains full-batch."""
+
+    sampler: str
+    batch_size: int
+    batches_per_epoch: int | None = None
+    """None: ceil(n / batch_size), about one pass over the vertices per epoch."""
+    norm_samples: int = 50
+    """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Sampler options with defaults resolved (:func:`distgcn.minibatch.sampler_options`)."""
+
+    def __post_init__(self) -> None:
+        _positive("minibatch", "batch_size", self.batch_size)
+        _positive("minibatch", "batches_per_epoch", self.batches_per_epoch, optional=True)
+        _require(_is_int(self.norm_samples) and self.norm_samples >= 0, "minibatch.norm_samples",
+                 f"{{minibatch.norm_samples}}: expected an integer >= 0, got {self.norm_samples!r}")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Where the shards come from: a partition directory, or a graph that rank 0 partitions and sends.
+
+    Both None: the API was given a graph or a partition in memory.
+    """
+
+    partition_dir: str | None = None
+    graph: str | None = None
+    """A graph file or directory, or synthetic:... (docs/data.md)."""
+    partition: str = "random"
+    """The model rank 0 partitions ``graph`` with (one of TRAIN_PARTITIONS)."""
+    vertex_order: str | None = None
+    """How each shard numbers its rows when rank 0 partitions (None: rcm); shards in a directory keep theirs."""
+    symmetrize: bool = False
+    features: int | None = None
+    classes: int | None = None
+    feature_norm: str = "row"
+    _ONE_SOURCE = "train needs exactly one of {source.partition_dir} (a partition directory) or {source.graph} GRAPH"
+
+    def require_one(self) -> None:
+        """Refuse a source that names neither a directory nor a graph (the command line has no graph in memory)."""
+        _require(self.partition_dir is not None or self.graph is not None, "source.graph", self._ONE_SOURCE)
+
+    def __post_init__(self) -> None:
+        _require(self.partition_dir is None or self.graph is None, "source.graph", self._ONE_SOURCE)
+        _require(self.vertex_order is None or self.partition_dir is None, "source.vertex_order",
+                 "{source.vertex_order} applies to {source.graph}; the shards in {source.partition_dir} keep the "
+                 "order they were written with")
+        _choice("source", "partition", self.partition, TRAIN_PARTITIONS)
+        _positive("source", "features", self.features, optional=True)
+        _positive("source", "classes", self.classes, optional=True)
+        _choice("source", "feature_norm", self.feature_norm, FEATURE_NORMS)
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    """How each rank computes: threads, the local SpMM kernel, the transport."""
+
+    threads: int | None = None
+    """Compute threads per rank; None: the front end's default (see RunConfig's users)."""
+    spmm_kernel: str = "auto"
+    backend: str | None = None
+    """None: nccl when a GPU is visible and no MPI launcher started the job, else mpi."""
+
+    def __post_init__(self) -> None:
+        _positive("compute", "threads", self.threads, optional=True)
+        _choice("compute", "spmm_kernel", self.spmm_kernel, KERNELS)
+        _choice("compute", "backend", self.backend, BACKENDS, optional=True)
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """What rank 0 writes: the metrics file, the final weights, checkpoints (and whether to resume from them)."""
+
+    metrics: str | None = None
+    save_weights: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None
+    """Write a checkpoint every K epochs and after the last one; None: only at the scheduler's warning."""
+    checkpoint_keep: int = 3
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        _require(bool(self.checkpoint_dir) or not (self.resume or self.checkpoint_every), "outputs.checkpoint_dir",
+                 "{outputs.resume} and {outputs.checkpoint_every} need {outputs.checkpoint_dir} D")
+        _positive("outputs", "checkpoint_every", self.checkpoint_every, optional=True)
+        _positive("outputs", "checkpoint_keep", self.checkpoint_keep)
+
+
+@dataclass(frozen=True)
+class ProgressConfig:
+    quiet: bool = False
+    """No per-epoch lines or progress; only the summary."""
+    verbose: bool = False
+    """Also each epoch's time split and traffic, and the run's settings."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run needs, checked as a whole (each part checks itself when built)."""
+
+    source: SourceConfig = field(default_factory=SourceConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    minibatch: MinibatchConfig | None = None
+    """None: full-batch training."""
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    outputs: OutputConfig = field(default_factory=OutputConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
+
+    def __post_init__(self) -> None:
+        if self.minibatch is None:
+            return
+        _require(self.train.halo_dtype is None, "train.halo_dtype",
+                 "{train.halo_dtype} applies to full-batch training only: minibatch steps ({minibatch.sampler}) "
+                 "exchange in the training dtype")
+        _require(self.train.first_layer == "exact" and self.train.comm == "halo", "train.first_layer",
+                 "minibatch training needs {train.first_layer} exact and the halo exchange: a batch aggregates "
+                 "over its own subgraph Â[S, S]")
