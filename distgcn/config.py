@@ -44,7 +44,7 @@ PARTITION_MODELS = ("random", "contiguous", "graph", "hypergraph", "stochastic",
 TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
 """The partition models that ``train --graph`` runs on rank 0 (the others need ``distgcn partition``)."""
 
-_FIELD = re.compile(r"\{([a-z_]+\.[a-z_]+)\}")
+_FIELD = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 
 
 class ConfigError(InputError):

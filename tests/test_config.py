@@ -106,3 +106,19 @@ def test_every_field_of_a_run_has_a_flag_of_train():
     assert name("train.hidden") == "--hidden" and name("source.partition_dir") == "DIR"
     assert ConfigError("x.y", "{train.first_layer} and {outputs.checkpoint_dir}").render(name) == \
         "--first-layer and --checkpoint-dir"
+
+
+@pytest.mark.parametrize("sampler, given, field, flags", [
+    ("frontier", {"frontier_size": 20}, "minibatch.options.frontier_size",
+     "--frontier-size 20 must be smaller than the budget (--batch-size) 10"),
+    ("frontier", {"pop": "naive"}, "minibatch.options.pop", "--frontier-pop naive: distributed minibatch training"),
+])
+def test_sampler_option_refusals_name_fields_the_command_line_words_as_its_flags(sampler, given, field, flags):
+    """Checked once for the CLI and the API alike; a field path of any depth is worded as a flag."""
+    from distgcn.minibatch import sampler_options
+
+    with pytest.raises(ConfigError) as refused:
+        sampler_options(sampler, 10, given)
+    assert refused.value.field == field
+    assert refused.value.render(field_flags(train_parser())).startswith(flags)
+    assert "--" not in str(refused.value)

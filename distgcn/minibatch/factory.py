@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
+from ..config import ConfigError
 from ..sampling.distributed import (
     DISTRIBUTED_SAMPLERS,
     DistributedSampler,
@@ -19,20 +19,23 @@ from ..transport import Transport
 
 
 def sampler_options(name: str, batch_size: int, given: dict[str, Any]) -> dict[str, Any]:
-    """The sampler's options with defaults resolved (what a checkpoint records); unsupported ones are InputErrors."""
+    """The sampler's options with defaults resolved (what a checkpoint records); unsupported ones are ConfigErrors."""
     if name not in DISTRIBUTED_SAMPLERS:
-        raise InputError(f"--sampler {name}: distributed minibatch training supports "
-                         f"{', '.join(DISTRIBUTED_SAMPLERS)}")
+        raise ConfigError("minibatch.sampler", f"{{minibatch.sampler}} {name}: distributed minibatch training "
+                                               f"supports {', '.join(DISTRIBUTED_SAMPLERS)}")
     if name == "rw":
         return {"walk_length": int(given.get("walk_length", single_process.SAMPLER_OPTIONS["rw"]["walk_length"]))}
     if name == "frontier":
         if given.get("pop", "tree") != "tree":
-            raise InputError(f"--frontier-pop {given['pop']}: distributed minibatch training pops with the "
-                             "Fenwick tree only (the pop is a keyed integer target; docs/minibatch.md)")
+            raise ConfigError("minibatch.options.pop",
+                              f"{{minibatch.options.pop}} {given['pop']}: distributed minibatch training pops with "
+                              "the Fenwick tree only (the pop is a keyed integer target; docs/minibatch.md)")
         default = max(1, min(single_process.FrontierSampler.DEFAULT_FRONTIER, batch_size // 2))
         size = given.get("frontier_size") or default
         if size >= batch_size:
-            raise InputError(f"--frontier-size {size} must be smaller than the budget (--batch-size) {batch_size}")
+            raise ConfigError("minibatch.options.frontier_size",
+                              f"{{minibatch.options.frontier_size}} {size} must be smaller than the budget "
+                              f"({{minibatch.batch_size}}) {batch_size}")
         return {"frontier_size": int(size)}
     return {}
 
