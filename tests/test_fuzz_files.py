@@ -4,8 +4,8 @@ One field of a valid file is replaced by a value of another type or range, or
 deleted; the reader that the command line uses (stats and report for a
 partition, report and ``jobs collect`` for metrics, ``train --resume`` for a
 checkpoint) must then either accept the file or raise an InputError that names
-the field, never another exception. A few command-line runs (in this process:
-conftest.distgcn_in_process) show what the user sees: exit 2, one line, no traceback.
+the field, never another exception. A few real command-line runs show what the
+user sees: exit 2, one line, no traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import distgcn_in_process
+from conftest import run_distgcn
 
 from distgcn.checkpoint import MAGIC, RunIdentity, capture_rng_states, newest_checkpoint, read_checkpoint
 from distgcn.errors import InputError
@@ -203,13 +203,13 @@ def one_line(proc) -> str:
 def test_command_line_answers_in_one_line(tmp_path, partition_dir, meta):
     part = Path(shutil.copytree(partition_dir, tmp_path / "part"))
     (part / "meta.json").write_text(json.dumps(mutated(meta, ("volume", "total"), "many")))
-    assert "field volume.total: expected a number >= 0" in one_line(distgcn_in_process(["stats", str(part)]))
+    assert "field volume.total: expected a number >= 0" in one_line(run_distgcn(["stats", str(part)]))
 
     metrics = tmp_path / "metrics-p2.jsonl"
     metrics.write_text(metrics_lines(mutated(RECORD, ("run", "ranks"), "two")))
-    line = one_line(distgcn_in_process(["jobs", "collect", str(metrics)]))
+    line = one_line(run_distgcn(["jobs", "collect", str(metrics)]))
     assert "metrics-p2.jsonl:1: field run.ranks: expected an integer >= 1" in line
-    line = one_line(distgcn_in_process(["report", str(metrics), "--out", str(tmp_path / "report")]))
+    line = one_line(run_distgcn(["report", str(metrics), "--out", str(tmp_path / "report")]))
     assert "field run.ranks" in line
 
     checkpoints = tmp_path / "ckpt"
@@ -217,13 +217,13 @@ def test_command_line_answers_in_one_line(tmp_path, partition_dir, meta):
     graph.write_text("0 1\n1 2\n2 3\n3 0\n0 2\n")
     train = ["train", "--graph", str(graph), "--features", "4", "--classes", "2", "--epochs", "1", "--quiet",
              "--checkpoint-dir", str(checkpoints)]
-    assert distgcn_in_process([*train, "--checkpoint-every", "1"]).returncode == 0
+    assert run_distgcn([*train, "--checkpoint-every", "1"]).returncode == 0
     newest = checkpoints / "checkpoint-00000001.pt"
     contents = read_checkpoint(newest)
     contents["identity"]["partition_id"] = 7
     buffer = io.BytesIO()
     torch.save(contents, buffer)
     newest.write_bytes(MAGIC + hashlib.sha256(buffer.getvalue()).hexdigest().encode() + buffer.getvalue())
-    proc = distgcn_in_process([*train, "--epochs", "2", "--resume"])
+    proc = run_distgcn([*train, "--epochs", "2", "--resume"])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "field identity.partition_id: expected a string, got 7" in proc.stderr
