@@ -137,7 +137,8 @@ def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
     every rank returned (ranks that disagree fail the test: a real job would
     be left half-finished), the code an aborted job aborted with, or
     argparse's; stdout and stderr are what the ranks printed. ``cwd`` and
-    ``env`` hold for the run only.
+    ``env`` hold for the run only. Python warnings go to pytest, not to this
+    stderr: a test that needs nothing else on stderr starts a process (run_distgcn).
     """
     from distgcn.transport.inprocess import RankAborted
 
