@@ -2,7 +2,9 @@
 
 tests/test_bad_inputs.py runs each case; ``python tests/bad_inputs.py`` runs
 them all and prints the markdown table of docs/reliability.md (the test checks
-that the table still says what the program says).
+that the table still says what the program says). The commands run on
+in-process ranks (conftest.distgcn_in_process): the cases are about what the
+command says and leaves, which a launcher does not change.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import run_distgcn  # noqa: E402
+from conftest import distgcn_in_process  # noqa: E402
 
 TRAIN = ["--features", "4", "--classes", "2", "--epochs", "1", "--quiet"]
 GOOD_EDGES = "0 1\n1 2\n2 3\n3 0\n0 2\n"
@@ -74,7 +76,7 @@ def npz_graph(directory: Path, name: str = "g.npz", **overrides) -> Path:
 def partition(directory: Path, name: str, parts: int, edges: str = GOOD_EDGES) -> Path:
     graph = write(directory, f"{name}.txt", edges)
     out = directory / name
-    proc = run_distgcn(["partition", str(graph), "--parts", str(parts), "--model", "contiguous", *TRAIN[:4],
+    proc = distgcn_in_process(["partition", str(graph), "--parts", str(parts), "--model", "contiguous", *TRAIN[:4],
                         "--out", str(out), "--quiet"])
     assert proc.returncode == 0, proc.stderr
     return out
@@ -102,7 +104,7 @@ def damaged_shard(d: Path, truncate: bool) -> list[str]:
 def damaged_checkpoints(d: Path) -> list[str]:
     graph = write(d, "g.txt", GOOD_EDGES)
     args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt")]
-    proc = run_distgcn([*args, "--checkpoint-every", "1"])
+    proc = distgcn_in_process([*args, "--checkpoint-every", "1"])
     assert proc.returncode == 0, proc.stderr
     (d / "ckpt" / "checkpoint-00000001.pt").write_bytes(b"DISTGCN-CHECKPOINT-1\n" + b"0" * 80)
     return [*args, "--resume"]
@@ -111,7 +113,7 @@ def damaged_checkpoints(d: Path) -> list[str]:
 def foreign_checkpoint(d: Path) -> list[str]:
     graph = write(d, "g.txt", GOOD_EDGES)
     other = write(d, "other.txt", GOOD_EDGES + "1 3\n")
-    proc = run_distgcn(["train", "--graph", str(other), *TRAIN, "--checkpoint-dir", str(d / "ckpt"),
+    proc = distgcn_in_process(["train", "--graph", str(other), *TRAIN, "--checkpoint-dir", str(d / "ckpt"),
                         "--checkpoint-every", "1"])
     assert proc.returncode == 0, proc.stderr
     return ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt"), "--resume"]
@@ -144,7 +146,7 @@ def rerun_into_checkpoints(d: Path) -> list[str]:
     """A fresh run (no --resume) into a checkpoint directory another run filled."""
     graph = write(d, "g.txt", GOOD_EDGES)
     args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt"), "--checkpoint-every", "1"]
-    proc = run_distgcn(args)
+    proc = distgcn_in_process(args)
     assert proc.returncode == 0, proc.stderr
     return args
 
@@ -325,7 +327,7 @@ def run_case(case: Case, directory: Path):
     """Make the inputs, run the command; returns (process, snapshot before, snapshot after)."""
     args = case.make(directory)
     before = snapshot(directory)
-    proc = run_distgcn(args, ranks=case.ranks, timeout=120)
+    proc = distgcn_in_process(args, ranks=case.ranks)
     return proc, before, snapshot(directory)
 
 

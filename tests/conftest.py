@@ -16,6 +16,7 @@ from __future__ import annotations
 import dis
 import importlib
 import inspect
+import io
 import json
 import os
 import shutil
@@ -24,6 +25,8 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -114,6 +117,54 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
                 os.environ.pop(var, None)
             else:
                 os.environ[var] = value
+
+
+@dataclass
+class Finished:
+    """How an in-process ``distgcn`` command ended, with the fields of the CompletedProcess run_distgcn returns."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
+                       env: dict | None = None) -> Finished:
+    """``distgcn ARGS`` answered as :func:`run_distgcn` answers, but run on in-process ranks (threads).
+
+    For tests of what the command does and prints, not of how a launcher
+    starts it: no interpreter imports torch again. The exit status is the one
+    every rank returned (ranks that disagree fail the test: a real job would
+    be left half-finished), the code an aborted job aborted with, or
+    argparse's; stdout and stderr are what the ranks printed. ``cwd`` and
+    ``env`` hold for the run only. Python warnings go to pytest, not to this
+    stderr: a test that needs nothing else on stderr starts a process (run_distgcn).
+    """
+    from distgcn.transport.inprocess import RankAborted
+
+    out, err = io.StringIO(), io.StringIO()
+    here = Path.cwd()
+    saved = {var: os.environ.get(var) for var in env or {}}
+    try:
+        os.environ.update(env or {})
+        os.chdir(cwd or here)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                codes = run_distgcn_in_process(args, ranks)
+                assert len(set(codes)) == 1, f"the ranks of distgcn {' '.join(args)} ended apart: {codes}"
+                code = codes[0]
+            except RankAborted as aborted:
+                code = aborted.code
+            except SystemExit as exit:  # argparse's usage errors
+                code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    finally:
+        os.chdir(here)
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+    return Finished(code, out.getvalue(), err.getvalue())
 
 
 # ---- test tiers ----------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
-"""Bad input to ``distgcn train``: one clear line naming the file (and line), exit 2, no traceback."""
+"""Bad input to ``distgcn train``: one clear line naming the file (and line), exit 2, no traceback.
+
+The commands run on in-process ranks (conftest.distgcn_in_process); refusals under a real mpiexec are
+checked by tests/test_partition_command.py and tests/test_verify.py.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from conftest import run_distgcn
+from conftest import distgcn_in_process
 
 
 def write(tmp_path, name: str, text: str) -> str:
@@ -37,8 +41,8 @@ CASES = {
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_bad_graph_input(tmp_path, case, ranks):
     make, expected = CASES[case]
-    proc = run_distgcn(["train", "--graph", make(tmp_path), "--features", "4", "--classes", "2",
-                        "--epochs", "1"], ranks=ranks, timeout=60)
+    proc = distgcn_in_process(["train", "--graph", make(tmp_path), "--features", "4", "--classes", "2",
+                               "--epochs", "1"], ranks=ranks)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("distgcn: error:")]
@@ -56,7 +60,7 @@ def test_bad_graph_input(tmp_path, case, ranks):
 def test_bad_arguments(tmp_path, args, expected):
     graph = write(tmp_path, "ok.txt", "0 1\n1 2\n2 0\n")
     graph_args = ["--graph", graph, "--features", "4", "--classes", "2"] if args else []
-    proc = run_distgcn(["train", *graph_args, "--epochs", "1", *args], timeout=60)
+    proc = distgcn_in_process(["train", *graph_args, "--epochs", "1", *args])
     assert proc.returncode == 2
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -64,6 +68,6 @@ def test_bad_arguments(tmp_path, args, expected):
 
 def test_unlabelled_graph_without_features_is_explained(tmp_path):
     graph = write(tmp_path, "plain.txt", "0 1\n1 2\n2 0\n")
-    proc = run_distgcn(["train", "--graph", graph, "--epochs", "1"], timeout=60)
+    proc = distgcn_in_process(["train", "--graph", graph, "--epochs", "1"])
     assert proc.returncode == 2
     assert "--features" in proc.stderr and "Traceback" not in proc.stderr

@@ -2,7 +2,10 @@
 
 The commands of one code block run in order in one directory, since later ones
 use what earlier ones wrote; a test that needs its block's earlier commands runs
-them first if no test has yet. A command must exit 0, except where this machine
+them first if no test has yet. A command shown with a launcher (mpiexec, torchrun)
+or a --backend, and ``jobs submit|scaling``, start processes as shown; the others,
+and what a block assumes the reader already has, run in this process
+(conftest.distgcn_in_process). A command must exit 0, except where this machine
 lacks what it needs: NCCL without a GPU must refuse with its documented error,
 ``jobs submit|scaling`` run against the test suite's real Slurm (and skip with its
 reason where there is none), and ``srun`` with GPUs is not run here.
@@ -20,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, distgcn_in_process, mpiexec
 from doc_commands import SMALL_GRAPH, Shown, shown_commands, shrink
 
 SHOWN = list(shown_commands())
@@ -40,7 +43,7 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, timeout:
 
 
 def _distgcn(args: list[str], cwd: Path, ranks: int = 1) -> None:
-    done = run_distgcn(args, ranks=ranks, cwd=cwd)
+    done = distgcn_in_process(args, ranks=ranks, cwd=cwd)
     assert done.returncode == 0, f"setup: distgcn {' '.join(args)}\n{done.stderr}"
 
 
@@ -108,8 +111,13 @@ def _run_shown(shown: Shown, workdir: Path, request: pytest.FixtureRequest) -> N
     args = shrink(list(shown.args), workdir)
     _provide(args, workdir)
     args = _expand_globs(args, workdir)
+    cluster_jobs = args[:2] in (["jobs", "submit"], ["jobs", "scaling"])
+    if not shown.launcher and "--backend" not in args and not cluster_jobs:
+        done = distgcn_in_process(args, cwd=workdir)
+        assert done.returncode == 0, f"distgcn {' '.join(args)}\n{done.stdout}\n{done.stderr}"
+        return
     argv = _argv(shown, args, workdir)
-    if args[:2] in (["jobs", "submit"], ["jobs", "scaling"]):
+    if cluster_jobs:
         cluster = request.getfixturevalue("slurm_cluster")
         done = _run(argv, workdir, env=dict(cluster.env, OMP_NUM_THREADS="1"))
         assert done.returncode == 0, done.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mpiexec
+from conftest import ROOT, distgcn_in_process, mpiexec
 from doc_commands import Shown, shell_blocks, shown_commands
 
 from distgcn import cli_reference
@@ -51,17 +51,19 @@ def walkthrough() -> list[str]:
 
 
 def test_user_guide_walkthrough_runs_as_written(tmp_path):
+    """Its mpiexec lines start mpiexec as written; its single-process lines run in this process."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    bin_dir = Path(sys.executable).parent
-    env["PATH"] = str(bin_dir) + os.pathsep + env.get("PATH", "")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     for line in walkthrough():
         args = shlex.split(line)
-        if args[0] == "mpiexec":
-            args[0] = mpiexec()
-        args = [sys.executable, "-m", "distgcn", *args[1:]] if args[0] == "distgcn" else \
-            [*args[:args.index("distgcn")], sys.executable, "-m", "distgcn", *args[args.index("distgcn") + 1:]]
-        proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        if args[0] == "distgcn":
+            proc = distgcn_in_process(args[1:], cwd=tmp_path)
+        else:
+            assert args[0] == "mpiexec", line
+            args = [mpiexec(), *args[1:args.index("distgcn")], sys.executable, "-m", "distgcn",
+                    *args[args.index("distgcn") + 1:]]
+            proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
     epochs = [json.loads(line)["epoch"] for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert epochs == list(range(1, 41))  # 30, then resumed to 40 with nothing lost or repeated

@@ -1,7 +1,9 @@
 """A rank killed from outside mid-epoch: the job ends quickly, leaves nothing behind, and resumes exactly.
 
 Also determinism: the same seed, P and partition give identical metrics and
-weights; another P changes only the order of floating-point sums.
+weights; another P changes only the order of floating-point sums. Those runs
+are on in-process ranks (conftest.distgcn_in_process): determinism is the
+code's, and the real launcher's part, a killed or failing rank, is tested above them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
 
 from distgcn.checkpoint import list_checkpoints, read_checkpoint
 from distgcn.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_faults
@@ -157,15 +159,15 @@ def _curve(path: Path) -> list[tuple]:
 
 def test_same_seed_partition_and_p_give_identical_runs(tmp_path):
     part = tmp_path / "part"
-    made = run_distgcn(["partition", GRAPH[1], "--parts", "3", "--model", "hypergraph", "--out", str(part),
-                        "--quiet"])
+    made = distgcn_in_process(["partition", GRAPH[1], "--parts", "3", "--model", "hypergraph", "--out",
+                               str(part), "--quiet"])
     assert made.returncode == 0, made.stderr
     runs = []
     for i in range(2):
         out = tmp_path / f"run{i}"
-        proc = run_distgcn(["train", str(part), "--epochs", "15", "--dtype", "float32", "--metrics",
-                            str(out / "m.jsonl"), "--save-weights", str(tmp_path / f"w{i}.npz"), "--quiet"],
-                           ranks=3)
+        proc = distgcn_in_process(["train", str(part), "--epochs", "15", "--dtype", "float32", "--metrics",
+                                   str(out / "m.jsonl"), "--save-weights", str(tmp_path / f"w{i}.npz"), "--quiet"],
+                                  ranks=3)
         assert proc.returncode == 0, proc.stderr
         runs.append((_curve(out / "m.jsonl"), weights(tmp_path / f"w{i}.npz")))
     assert runs[0][0] == runs[1][0]
@@ -178,9 +180,9 @@ def test_changing_p_changes_only_rounding(tmp_path):
     results = []
     for ranks in (1, 4):
         metrics, w = tmp_path / f"m{ranks}.jsonl", tmp_path / f"w{ranks}.npz"
-        proc = run_distgcn(["train", *GRAPH, "--partition", "random", "--hidden", "16", "--seed", "4",
-                            "--epochs", "20", "--dtype", "float32", "--metrics", str(metrics),
-                            "--save-weights", str(w), "--quiet"], ranks=ranks)
+        proc = distgcn_in_process(["train", *GRAPH, "--partition", "random", "--hidden", "16", "--seed", "4",
+                                   "--epochs", "20", "--dtype", "float32", "--metrics", str(metrics),
+                                   "--save-weights", str(w), "--quiet"], ranks=ranks)
         assert proc.returncode == 0, proc.stderr
         results.append(([r[1] for r in _curve(metrics)], weights(w)))
     (loss1, w1), (loss4, w4) = results

@@ -4,7 +4,7 @@ One test per example of issue 20: partition --force never deletes an input, the 
 parents or a user's directory; outputs never replace a file of another kind; a failed write leaves the
 old file whole; checkpoint directories are not shared unknowingly; metrics hold JSON null, never NaN.
 Commands that need no MPI (partition, report) run in this process through ``distgcn.cli.main``; ``train``
-runs as a single-process command on a tiny graph; the rest call the writers directly.
+runs on a tiny graph on one in-process rank (conftest.distgcn_in_process); the rest call the writers directly.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_distgcn
+from conftest import ROOT, distgcn_in_process
 from distgcn.checkpoint import RunIdentity, save_checkpoint
 from distgcn.cli import main
 from distgcn.errors import InputError
@@ -119,7 +119,7 @@ def test_a_failed_swap_keeps_the_old_partition(tmp_path):
 
 def test_metrics_onto_a_users_file_is_refused(tmp_path):
     (tmp_path / "results.csv").write_text("a,b\n1,2\n")
-    proc = run_distgcn([*TRAIN, "--metrics", "results.csv"], cwd=tmp_path)
+    proc = distgcn_in_process([*TRAIN, "--metrics", "results.csv"], cwd=tmp_path)
     assert proc.returncode == 2 and "results.csv: exists and is not a distgcn metrics file" in proc.stderr
     assert (tmp_path / "results.csv").read_text() == "a,b\n1,2\n"
 
@@ -128,7 +128,8 @@ def test_metrics_onto_the_partitions_meta_json_is_refused(tmp_path, capsys):
     graph = edge_file(tmp_path / "data")
     assert partition(graph, "part", *EDGES, capsys=capsys, cwd=tmp_path, parts=1)[0] == 0
     before = snapshot(tmp_path / "part")
-    proc = run_distgcn(["train", "part", "--epochs", "1", "--quiet", "--metrics", "part/meta.json"], cwd=tmp_path)
+    proc = distgcn_in_process(["train", "part", "--epochs", "1", "--quiet", "--metrics", "part/meta.json"],
+                              cwd=tmp_path)
     assert proc.returncode == 2 and "meta.json: exists and is not a distgcn metrics file" in proc.stderr
     assert snapshot(tmp_path / "part") == before
 
@@ -136,7 +137,7 @@ def test_metrics_onto_the_partitions_meta_json_is_refused(tmp_path, capsys):
 def test_save_weights_onto_a_users_npz_is_refused(tmp_path):
     np.savez(tmp_path / "important.npz", np.arange(3.0))
     before = (tmp_path / "important.npz").read_bytes()
-    proc = run_distgcn([*TRAIN, "--save-weights", "important.npz"], cwd=tmp_path)
+    proc = distgcn_in_process([*TRAIN, "--save-weights", "important.npz"], cwd=tmp_path)
     assert proc.returncode == 2 and "is not a distgcn weights file" in proc.stderr
     assert (tmp_path / "important.npz").read_bytes() == before
 
@@ -147,8 +148,8 @@ def _limit_file_size(size: int):
 
 def test_rerun_replaces_its_own_outputs_and_a_full_disk_keeps_the_old_weights(tmp_path):
     outputs = ["--metrics", "m.jsonl", "--save-weights", "w.npz"]
-    assert run_distgcn([*TRAIN, *outputs], cwd=tmp_path).returncode == 0
-    rerun = run_distgcn([*TRAIN[:-3], "--epochs", "2", "--quiet", *outputs], cwd=tmp_path)
+    assert distgcn_in_process([*TRAIN, *outputs], cwd=tmp_path).returncode == 0
+    rerun = distgcn_in_process([*TRAIN[:-3], "--epochs", "2", "--quiet", *outputs], cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
     assert [json.loads(line)["epoch"] for line in (tmp_path / "m.jsonl").read_text().splitlines()] == [1, 2]
     weights = (tmp_path / "w.npz").read_bytes()
@@ -250,7 +251,7 @@ def test_pruning_deletes_only_distgcn_checkpoints(tmp_path):
 def test_a_fresh_run_refuses_a_checkpoint_directory_that_holds_checkpoints(tmp_path):
     (tmp_path / "ckpt").mkdir()
     save_checkpoint(tmp_path / "ckpt", 1, {}, IDENTITY, keep=1)  # an earlier run's
-    fresh = run_distgcn([*TRAIN, "--checkpoint-dir", "ckpt", "--checkpoint-every", "1"], cwd=tmp_path)
+    fresh = distgcn_in_process([*TRAIN, "--checkpoint-dir", "ckpt", "--checkpoint-every", "1"], cwd=tmp_path)
     assert fresh.returncode == 2 and "pass --resume to continue" in fresh.stderr, fresh.stderr
     assert [p.name for p in (tmp_path / "ckpt").glob("checkpoint-*")] == ["checkpoint-00000001.pt"]
 
@@ -264,8 +265,8 @@ def test_a_second_concurrent_run_is_refused_even_with_resume(tmp_path):
         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     try:
         assert holder.stdout.readline().strip() == "locked"  # or "" if it died: no wait without an end
-        second = run_distgcn([*TRAIN, "--checkpoint-dir", "ckpt", "--checkpoint-every", "1", "--resume"],
-                             cwd=tmp_path)
+        second = distgcn_in_process([*TRAIN, "--checkpoint-dir", "ckpt", "--checkpoint-every", "1", "--resume"],
+                                    cwd=tmp_path)
         assert second.returncode == 2 and "in use by another run" in second.stderr, second.stderr
         assert not list((tmp_path / "ckpt").glob("checkpoint-*"))
     finally:

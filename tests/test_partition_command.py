@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_distgcn
+from conftest import distgcn_in_process, run_distgcn
 
 from distgcn.prepare import GraphOptions
 from partition.precompute import write_partition
@@ -52,8 +52,8 @@ def test_training_traffic_equals_prediction(tmp_path, graphs, graph_name, model,
     meta = write_partition(options(spec, graph_name == "directed"), tmp_path / "part", ranks, model,
                            parts_file=str(parts_file) if parts_file else None, quiet=True)
     metrics = tmp_path / "m.jsonl"
-    proc = run_distgcn(["train", str(tmp_path / "part"), "--epochs", "2", "--metrics", str(metrics), "--quiet"],
-                       ranks=ranks)
+    proc = distgcn_in_process(["train", str(tmp_path / "part"), "--epochs", "2", "--metrics", str(metrics),
+                               "--quiet"], ranks=ranks)
     assert proc.returncode == 0, proc.stderr
     for record in map(json.loads, metrics.read_text().splitlines()):
         assert record["spmm_exchanges"] > 0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, distgcn_in_process, mpiexec
 from test_faults import alive, descendants, rank_pid
 from test_slurm_resume import assert_finished_like_uninterrupted, release_requeued, submit, wait_for_checkpoint
 from test_slurm_resume import setup  # noqa: F401 - the fixture: a 2-part partition and its reference weights
@@ -164,7 +164,7 @@ def test_the_warning_signal_checkpoints_then_resume_continues(tmp_path):
     assert 2 <= stopped_at < 20 and epochs[-1] == stopped_at, (stopped_at, epochs)
     assert f"checkpoint of epoch {stopped_at}" in stderr
 
-    resumed = run_distgcn([*train, "--resume"], ranks=2, timeout=300)
+    resumed = distgcn_in_process([*train, "--resume"], ranks=2)  # resuming is no launcher's concern
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming after epoch {stopped_at}" in resumed.stdout
     epochs = [json.loads(line)["epoch"] for line in metrics.read_text().splitlines() if '"epoch"' in line]
@@ -193,7 +193,8 @@ def test_a_signalled_partition_leaves_no_staging_directory(tmp_path):
 def test_stats_into_a_closed_pipe_ends_quietly(tmp_path):
     """`distgcn stats DIR | head -1`: the reader is gone before the table is written."""
     part = tmp_path / "part"
-    made = run_distgcn(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(part), "--quiet"])
+    made = distgcn_in_process(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(part),
+                               "--quiet"])
     assert made.returncode == 0, made.stderr
     job = _start(["stats", str(part)], ranks=1)
     job.stdout.close()  # no reader left: every write fails with EPIPE

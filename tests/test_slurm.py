@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, distgcn_in_process
 from slurm_cluster import SlurmCluster
 
 from distgcn.commands.jobs import scaling_table
@@ -71,10 +71,9 @@ def test_collector_speedup_and_efficiency_are_relative_to_the_fewest_ranks() -> 
 
 
 def test_submit_dry_run_chains_training_after_partitioning(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "distgcn", "jobs", "submit", "--graph", GRAPH, "--parts", "6",
-                             "--nodes", "4", "--out", "part6", "--train-args=--epochs 9 --hidden 64,64", "--requeue",
-                             "--dry-run", "--templates", str(JOBS)], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=60)
+    result = distgcn_in_process(["jobs", "submit", "--graph", GRAPH, "--parts", "6", "--nodes", "4", "--out", "part6",
+                                 "--train-args=--epochs 9 --hidden 64,64", "--requeue", "--dry-run", "--templates",
+                                 str(JOBS)], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     partition, train = result.stdout.splitlines()[:2]
     assert partition.endswith("jobs/partition.sbatch") and "DISTGCN_PARTS=6 " in partition
@@ -169,8 +168,7 @@ def test_scaling_array_then_collected_table(slurm_cluster: SlurmCluster, tmp_pat
 @pytest.fixture
 def two_part_dir(tmp_path: Path) -> Path:
     out = tmp_path / "part2"
-    result = subprocess.run([sys.executable, "-m", "distgcn", "partition", GRAPH, "--parts", "2", "--model", "random",
-                             "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=120)
+    result = distgcn_in_process(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(out), "--quiet"])
     assert result.returncode == 0, result.stderr
     return out
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_distgcn
+from conftest import ROOT, distgcn_in_process, run_distgcn
 from slurm_cluster import SlurmCluster
 
 from distgcn.checkpoint import NAME, list_checkpoints, read_checkpoint
@@ -32,8 +32,8 @@ def setup(tmp_path_factory) -> tuple[Path, Path]:
     """A 2-part partition and the weights of an uninterrupted run on it."""
     base = tmp_path_factory.mktemp("slurm-resume")
     part = base / "part"
-    made = run_distgcn(["partition", "synthetic:sbm,n=2000,classes=4,features=32,seed=2", "--parts", "2",
-                        "--model", "random", "--out", str(part), "--quiet"])
+    made = distgcn_in_process(["partition", "synthetic:sbm,n=2000,classes=4,features=32,seed=2", "--parts", "2",
+                               "--model", "random", "--out", str(part), "--quiet"])
     assert made.returncode == 0, made.stderr
     reference = base / "reference.npz"
     full = run_distgcn(["train", str(part), *TRAIN_ARGS.replace(" --checkpoint-every 5 --resume", "").split(),

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, mpiexec, run_distgcn
+from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
 from reference import reference_train
 from test_training import brute_volume, directed_graph  # noqa: F401 - directed_graph is a fixture
 
@@ -199,7 +199,7 @@ def test_gloo_under_srun_without_pmi(slurm_cluster, three_parts):
 # ---- memory: the prediction against what a rank allocates -------------------------------------
 
 def test_stats_memory_column_reads_each_shard(three_parts):
-    proc = run_distgcn(["stats", str(three_parts), "--hidden", "32,8", "--layers", "3", "--json"])
+    proc = distgcn_in_process(["stats", str(three_parts), "--hidden", "32,8", "--layers", "3", "--json"])
     assert proc.returncode == 0, proc.stderr
     memory = json.loads(proc.stdout)["memory"]
     assert memory["model"]["hidden"] == [32, 8]
