@@ -84,6 +84,15 @@ def run_distgcn(args: list[str], ranks: int = 1, timeout: float = 300, env: dict
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
 
 
+def restore_environ(saved: dict[str, str | None]) -> None:
+    """Put environment variables back as ``saved`` recorded them (None: it was unset)."""
+    for var, value in saved.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+
+
 def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
     """``distgcn ARGS`` on ``ranks`` in-process ranks (threads); each rank's exit status, in rank order.
 
@@ -112,11 +121,7 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
             return run_ranks(ranks, rank_main)
     finally:
         torch.set_num_threads(threads)
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+        restore_environ(saved)
 
 
 @dataclass
@@ -159,11 +164,7 @@ def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
                 code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
     finally:
         os.chdir(here)
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
+        restore_environ(saved)
     return Finished(code, out.getvalue(), err.getvalue())
 
 

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from ..config import FEATURE_NORMS, VERTEX_ORDERS
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def checked_type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:
+    """An argparse ``type`` that converts, then checks, with one message for both failures."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not check(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+positive_int = checked_type(int, lambda v: v >= 1, "a positive integer")
 
 
 def widths(text: str) -> tuple[int, ...]:

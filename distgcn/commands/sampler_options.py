@@ -8,47 +8,31 @@ everywhere; the sampler they choose is a :class:`distgcn.config.SamplerSpec`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from ..config import SamplerSpec
 from ..errors import InputError
 from ..sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS
+from .options import checked_type, positive_int
 
 __all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
 
 OPTION_FLAGS = {"walk_length": "--walk-length", "frontier_size": "--frontier-size", "pop": "--frontier-pop"}
 """Sampler option (a key of SAMPLER_OPTIONS) -> its command-line flag."""
 
-
-def _type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:
-    """An argparse ``type`` that converts, then checks, with one message for both failures."""
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not check(value):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-    return parse
-
-
-_positive_int = _type(int, lambda v: v >= 1, "a positive integer")
-_positive_float = _type(float, lambda v: v > 0 and v != float("inf"), "a positive number")
-_open_probability = _type(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
+_positive_float = checked_type(float, lambda v: v > 0 and v != float("inf"), "a positive number")
+_open_probability = checked_type(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
 
 
 def add_sampler_options(parser: argparse.ArgumentParser) -> None:
     """--sampler, --batch-size and the sampler-specific options (docs/minibatch.md, "Samplers")."""
     group = parser.add_argument_group("minibatch sampler")
     group.add_argument("--sampler", choices=list(SAMPLERS), help="subgraph sampler for minibatches")
-    group.add_argument("--batch-size", type=_positive_int, metavar="N",
+    group.add_argument("--batch-size", type=positive_int, metavar="N",
                        help="target vertices per minibatch (node, edge: vertices drawn; rw: roots x walk "
                             "length; frontier: the budget)")
-    group.add_argument("--walk-length", type=_positive_int, metavar="H",
+    group.add_argument("--walk-length", type=positive_int, metavar="H",
                        help=f"rw: steps per walk (default: {SAMPLER_OPTIONS['rw']['walk_length']})")
-    group.add_argument("--frontier-size", type=_positive_int, metavar="M",
+    group.add_argument("--frontier-size", type=positive_int, metavar="M",
                        help="frontier: number of walkers (default: min(1000, N/2))")
     group.add_argument("--frontier-pop", dest="pop", choices=["tree", "dashboard", "naive"],
                        help=f"frontier: how a walker is popped (default: {SAMPLER_OPTIONS['frontier']['pop']})")
@@ -78,5 +62,5 @@ def add_shp_options(parser: argparse.ArgumentParser) -> None:
                        help="Hoeffding bound: error of the mean connectivity-1 per net (default: 0.02)")
     group.add_argument("--shp-delta", type=_open_probability, metavar="DELTA",
                        help="Hoeffding bound: probability that the error exceeds EPS (default: 0.05)")
-    group.add_argument("--shp-samples", type=_positive_int, metavar="B",
+    group.add_argument("--shp-samples", type=positive_int, metavar="B",
                        help="draw exactly B subgraphs instead of the Hoeffding bound's number")
