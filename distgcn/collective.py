@@ -60,5 +60,6 @@ def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
     if transport.size > 1:
+        signals.wait_until_read(2, signals.DRAIN_S)  # else the abort can overtake the message
         transport.abort()
     raise SystemExit(1)

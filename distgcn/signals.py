@@ -51,7 +51,7 @@ GRACE_S = 5.0
 PEER_DELAY_S = 1.0
 """How long a rank that does not report waits before aborting, so that the rank that reports has printed."""
 DRAIN_S = 1.0
-"""How long the reporting rank waits at most for its launcher to read the line before it aborts the job."""
+"""How long a rank waits at most for its launcher to read its last line before it aborts the job."""
 BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
 """Exit status when stdout is closed early (``distgcn stats DIR | head -1``): what a program killed by SIGPIPE gives."""
 
@@ -207,7 +207,7 @@ def _stop(signum: int) -> None:
         return
     if _first_on_node():
         report(signum, job.rank)
-        _wait_until_read(2, DRAIN_S)
+        wait_until_read(2, DRAIN_S)
     else:  # another rank here reports: give it time to, before this abort ends it
         time.sleep(PEER_DELAY_S)
     _silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
@@ -232,10 +232,11 @@ def _first_on_node() -> bool:
     return True
 
 
-def _wait_until_read(fd: int, timeout: float) -> None:
+def wait_until_read(fd: int, timeout: float) -> None:
     """Return once the reader of pipe ``fd`` has taken all it holds (or after ``timeout``; at once if no pipe).
 
-    A launcher reads a rank's stderr from a pipe and forwards it; an abort right
+    Call it between a rank's last words on stderr and its abort of the job. A
+    launcher reads a rank's stderr from a pipe and forwards it; an abort right
     after the write can overtake the line (hydra lost it in 3 of 40 tries, none
     of 140 with this wait). A pipe's unread byte count is visible from its
     writing end too.

@@ -228,17 +228,17 @@ def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster
 
 def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path):
     """An abort right after the line can overtake it in the launcher (hydra lost it 3 times in 40): wait for the read."""
-    from distgcn.signals import _wait_until_read
+    from distgcn.signals import wait_until_read
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, b"distgcn: interrupted by SIGINT\n")
         start = time.monotonic()
-        _wait_until_read(write_end, timeout=0.3)  # nobody reads: waits the whole timeout
+        wait_until_read(write_end, timeout=0.3)  # nobody reads: waits the whole timeout
         assert time.monotonic() - start >= 0.3
         reader = threading.Timer(0.1, os.read, (read_end, 100))
         reader.start()
         start = time.monotonic()
-        _wait_until_read(write_end, timeout=10)  # returns once read, long before the timeout
+        wait_until_read(write_end, timeout=10)  # returns once read, long before the timeout
         assert 0.1 <= time.monotonic() - start < 5
         reader.join()
     finally:
@@ -249,5 +249,5 @@ def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path)
         file.write("distgcn: interrupted by SIGINT\n")
         file.flush()
         start = time.monotonic()
-        _wait_until_read(file.fileno(), timeout=10)
+        wait_until_read(file.fileno(), timeout=10)
         assert time.monotonic() - start < 1
