@@ -70,10 +70,10 @@ def _graph(adj: sp.csr_matrix, features: np.ndarray = FEATURES, labels: np.ndarr
     return distgcn.from_scipy(adj, features, labels, train_mask=train)
 
 
-def _one_sgd_step(graph: distgcn.Graph):
-    """distgcn's first epoch: plain SGD, no dropout or decay, float64, features as given."""
+def _one_sgd_step(graph: distgcn.Graph, feature_norm: str = "none"):
+    """distgcn's first epoch: plain SGD, no dropout or decay, float64, features as given by default."""
     return distgcn.train(graph, epochs=1, optimizer="sgd", lr=LR, dropout=0.0, weight_decay=0.0, hidden=HIDDEN,
-                         feature_norm="none", dtype="float64", seed=SEED, threads=1)
+                         feature_norm=feature_norm, dtype="float64", seed=SEED, threads=1)
 
 
 def _dense_gcn(a_hat: torch.Tensor, x: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -114,6 +114,18 @@ def test_first_training_step_matches_the_hand_computed_forward_and_gradients(nam
                          [torch.tensor(w) for w in result.weights])
     for got, want in zip(result.layer_outputs, outputs, strict=True):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def test_row_normalisation_divides_each_row_by_its_l1_norm():
+    """The default --feature-norm row: X[v] / sum |X[v]| (a zero row stays zero), then the same first step."""
+    raw = np.array([[1, -2, 1], [0, 0, 0], [3, 0, 1], [-1, -1, 2]], dtype=np.float32)
+    by_hand = np.array([[1 / 4, -1 / 2, 1 / 4], [0, 0, 0], [3 / 4, 0, 1 / 4], [-1 / 4, -1 / 4, 1 / 2]],
+                       dtype=np.float32)
+    result = _one_sgd_step(_graph(STAR, features=raw), feature_norm="row")
+    loss, stepped = _oracle_step(np.array(STAR_HAT), by_hand, LABELS, TRAIN)
+    assert result.history[0]["loss"] == pytest.approx(loss, rel=1e-12)
+    for got, want in zip(result.weights, stepped, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
 
 
 def test_the_hand_oracle_tells_the_normalisations_apart():
