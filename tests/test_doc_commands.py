@@ -180,7 +180,8 @@ def test_documented_command_runs(shown: Shown, tmp_path_factory: pytest.TempPath
         _BLOCKS[key] = _Block(tmp_path_factory.mktemp(f"{shown.doc}-{shown.block}"))
     block = _BLOCKS[key]
     for earlier in SHOWN:
-        if (earlier.doc, earlier.block) == key and earlier.position < shown.position and earlier.position not in block.done:
+        same_block = (earlier.doc, earlier.block) == key
+        if same_block and earlier.position < shown.position and earlier.position not in block.done:
             try:
                 _run_shown(earlier, block, request)
             except pytest.skip.Exception:
