@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import distgcn
+from distgcn.graph import normalized_adjacency
 from distgcn.model import glorot_weights
 
 SEED = 4
@@ -196,3 +197,11 @@ def test_training_step_equals_pyg_gcnconv_with_the_same_weights(directed):
     for got, want, is_weight in zip(result.weights, stepped, [True, True, False, False], strict=True):
         want = want.detach().numpy()
         np.testing.assert_allclose(got, want.T if is_weight else want, rtol=1e-10, atol=1e-13)
+
+
+def test_normalized_adjacency_in_float32_rounds_the_same_entries():
+    """The dtype argument (float32 for the SpMM kernel benchmarks): the hand Â rounded once to float32."""
+    a_hat = normalized_adjacency(CHAIN, dtype=np.float32)
+    assert a_hat.dtype == np.float32
+    np.testing.assert_array_equal(a_hat.toarray(), np.array(CHAIN_HAT, dtype=np.float32))
+
