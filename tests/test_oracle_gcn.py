@@ -11,8 +11,8 @@ The convention is distgcn's: ``adj[v, u] = 1`` when v aggregates from u,
 D is the row sums of A + I (v's in-degree plus one) and
 Â[v, u] = 1 / sqrt(D[v] D[u]) for every nonzero of A + I (Kipf & Welling, 2017).
 Only the initial weights come from the project (``glorot_weights``, checked
-against its definition in tests/test_oracle_init.py): they say which model
-is trained.
+against its definition in tests/test_oracle_init.py), and in the dropout test
+the keyed masks (tests/test_dropout.py): they say which model is trained.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import distgcn
+from distgcn.dropout import dropout_key, keyed_dropout
 from distgcn.graph import normalized_adjacency
 from distgcn.model import glorot_weights
 
@@ -71,25 +72,40 @@ def _graph(adj: sp.csr_matrix, features: np.ndarray = FEATURES, labels: np.ndarr
     return distgcn.from_scipy(adj, features, labels, train_mask=train)
 
 
-def _one_sgd_step(graph: distgcn.Graph, feature_norm: str = "none"):
-    """distgcn's first epoch: plain SGD, no dropout or decay, float64, features as given by default."""
-    return distgcn.train(graph, epochs=1, optimizer="sgd", lr=LR, dropout=0.0, weight_decay=0.0, hidden=HIDDEN,
-                         feature_norm=feature_norm, dtype="float64", seed=SEED, threads=1)
+def _one_sgd_step(graph: distgcn.Graph, feature_norm: str = "none", hidden: tuple[int, ...] = (HIDDEN,),
+                  dropout: float = 0.0, first_layer: str = "exact"):
+    """distgcn's first epoch: plain SGD, no weight decay, float64; by default no dropout and features as given."""
+    return distgcn.train(graph, epochs=1, optimizer="sgd", lr=LR, dropout=dropout, weight_decay=0.0,
+                         layers=len(hidden) + 1, hidden=hidden, first_layer=first_layer, feature_norm=feature_norm,
+                         dtype="float64", seed=SEED, threads=1)
 
 
-def _dense_gcn(a_hat: torch.Tensor, x: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
-    """H1 = relu(Â X W0 + b0), Z = Â H1 W1 + b1, in dense torch."""
-    w0, w1, b0, b1 = params
-    h1 = torch.relu(a_hat @ x @ w0 + b0)
-    return [h1, a_hat @ h1 @ w1 + b1]
+def _no_dropout(layer: int, h: torch.Tensor) -> torch.Tensor:
+    return h
 
 
-def _oracle_step(a_hat: np.ndarray, features: np.ndarray, labels: np.ndarray, train: np.ndarray):
+def _dense_gcn(a_hat: torch.Tensor, x: torch.Tensor, params: list[torch.Tensor], drop=_no_dropout,
+               cached: bool = False) -> list[torch.Tensor]:
+    """H_{l+1} = relu(Â drop(H_l) W_l + b_l), no ReLU on the last layer, in dense torch; ``params``: weights
+    then biases. ``cached``: x is Â X already, so layer 0 is drop(x) W_0 + b_0."""
+    layers = len(params) // 2
+    outputs, h = [], x
+    for layer in range(layers):
+        h = drop(layer, h)
+        h = (h if cached and layer == 0 else a_hat @ h) @ params[layer] + params[layers + layer]
+        outputs.append(h if layer == layers - 1 else torch.relu(h))
+        h = outputs[-1]
+    return outputs
+
+
+def _oracle_step(a_hat: np.ndarray, features: np.ndarray, labels: np.ndarray, train: np.ndarray,
+                 hidden: tuple[int, ...] = (HIDDEN,), drop=_no_dropout, cached: bool = False):
     """(loss at the initial weights, parameters after one SGD step) by dense autograd from ``a_hat``."""
-    widths = [features.shape[1], HIDDEN, int(labels.max()) + 1]
+    widths = [features.shape[1], *hidden, int(labels.max()) + 1]
     params = [w.clone().requires_grad_(True) for w in glorot_weights(widths, SEED, torch.float64)]
     params += [torch.zeros(w, dtype=torch.float64, requires_grad=True) for w in widths[1:]]
-    logits = _dense_gcn(torch.tensor(a_hat), torch.tensor(features, dtype=torch.float64), params)[-1]
+    a_hat, x = torch.tensor(a_hat, dtype=torch.float64), torch.tensor(features, dtype=torch.float64)
+    logits = _dense_gcn(a_hat, a_hat @ x if cached else x, params, drop, cached)[-1]
     mask = torch.tensor(train)
     loss = F.cross_entropy(logits[mask], torch.tensor(labels)[mask])
     loss.backward()
@@ -127,6 +143,34 @@ def test_row_normalisation_divides_each_row_by_its_l1_norm():
     assert result.history[0]["loss"] == pytest.approx(loss, rel=1e-12)
     for got, want in zip(result.weights, stepped, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("first_layer", ["exact", "cached"])
+def test_three_layers_with_dropout_on_sparse_features(first_layer):
+    """Three layers, dropout 0.5, and X sparse and wider than W0's output, so that layer 0 takes the sparse
+    path (and, cached, drops out of Â X). The masks are distgcn's keyed ones (tests/test_dropout.py checks them
+    against the definition): they say which entries are dropped, as the seed says which weights start.
+    Evaluation (the layer outputs after training) runs without dropout."""
+    features = np.zeros((4, 60), dtype=np.float32)
+    features[np.repeat(np.arange(4), 2), [2, 40, 11, 33, 19, 50, 27, 5]] = [1.5, -0.5, 2.0, 0.7, -1.1, 0.9, 0.4, 1.3]
+
+    def keyed(layer: int, h: torch.Tensor) -> torch.Tensor:
+        return keyed_dropout(h, np.arange(4), 0.5, dropout_key(SEED, 1, layer))
+
+    result = _one_sgd_step(_graph(STAR, features=features), hidden=(6, 6), dropout=0.5, first_layer=first_layer)
+    cached = first_layer == "cached"
+    loss, stepped = _oracle_step(np.array(STAR_HAT), features, LABELS, TRAIN, hidden=(6, 6), drop=keyed,
+                                 cached=cached)
+    initial = glorot_weights([60, 6, 6, 2], SEED, torch.float64)
+    assert all(not np.allclose(w, w0.numpy()) for w, w0 in zip(stepped, initial))  # every layer has a gradient
+    assert result.history[0]["loss"] == pytest.approx(loss, rel=1e-12)
+    for got, want in zip(result.weights, stepped, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13)
+    a_hat = torch.tensor(STAR_HAT, dtype=torch.float64)
+    x = torch.tensor(features, dtype=torch.float64)
+    outputs = _dense_gcn(a_hat, a_hat @ x if cached else x, [torch.tensor(w) for w in result.weights], cached=cached)
+    for got, want in zip(result.layer_outputs, outputs, strict=True):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-13)
 
 
 def test_the_hand_oracle_tells_the_normalisations_apart():
