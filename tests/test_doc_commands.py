@@ -8,7 +8,9 @@ and what a block assumes the reader already has, run in this process
 (conftest.distgcn_in_process). A command must exit 0, except where this machine
 lacks what it needs: NCCL without a GPU must refuse with its documented error,
 ``jobs submit|scaling`` run against the test suite's real Slurm (and skip with its
-reason where there is none), and ``srun`` with GPUs is not run here.
+reason where there is none), and ``srun`` with GPUs is not run here. A command that
+reads what a skipped one would have written (``jobs collect scaling`` after
+``jobs scaling --results scaling``) skips too, naming the command and its reason.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -27,8 +30,35 @@ from conftest import ROOT, distgcn_in_process, mpiexec
 from doc_commands import SMALL_GRAPH, Shown, shown_commands, shrink
 
 SHOWN = list(shown_commands())
-_BLOCKS: dict[tuple[str, int], tuple[Path, list[int]]] = {}
-"""(doc, block) -> its directory and the positions already run."""
+_WRITES = ("--out", "--results", "--metrics", "--checkpoint-dir")
+"""The options whose value is a path a command writes."""
+
+
+@dataclass
+class _Block:
+    """One code block's directory, the positions already run, and what its skipped commands would have written."""
+
+    workdir: Path
+    done: list[int] = field(default_factory=list)
+    unwritten: dict[str, str] = field(default_factory=dict)
+    """A path (or a template's prefix, up to ``{``) -> why the command that writes it was skipped."""
+
+    def skipped(self, args: list[str], reason: str) -> None:
+        for flag, value in zip(args, args[1:]):
+            if flag in _WRITES:
+                self.unwritten[value.split("{")[0] if "{" in value else value.rstrip("/") + "/"] = \
+                    f"`distgcn {' '.join(args)}` was skipped ({reason})"
+
+    def missing_input(self, args: list[str]) -> str | None:
+        """Why a command cannot run: it reads a path that a skipped command of the block would have written."""
+        for arg in args[1:]:
+            for prefix, why in self.unwritten.items():
+                if (arg.rstrip("/") + "/").startswith(prefix):
+                    return f"reads {arg}, which {why}"
+        return None
+
+
+_BLOCKS: dict[tuple[str, int], _Block] = {}
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -105,10 +135,22 @@ def _wait_for_jobs(cluster, stdout: str, workdir: Path) -> None:
                 raise AssertionError(f"job {record['JobId']} ended {record['JobState']} {record['ExitCode']}\n{logs}")
 
 
-def _run_shown(shown: Shown, workdir: Path, request: pytest.FixtureRequest) -> None:
+def _run_shown(shown: Shown, block: _Block, request: pytest.FixtureRequest) -> None:
+    workdir = block.workdir
+    args = shrink(list(shown.args), workdir)
+    missing = block.missing_input(args)
+    if missing:
+        pytest.skip(missing)
+    try:
+        _run_shrunk(shown, args, workdir, request)
+    except pytest.skip.Exception as skipped:
+        block.skipped(args, str(skipped))
+        raise
+
+
+def _run_shrunk(shown: Shown, args: list[str], workdir: Path, request: pytest.FixtureRequest) -> None:
     if shown.launcher[:1] == ["srun"]:
         pytest.skip("srun with --gpus-per-node needs GPUs that Slurm allocates; the test cluster has none")
-    args = shrink(list(shown.args), workdir)
     _provide(args, workdir)
     args = _expand_globs(args, workdir)
     cluster_jobs = args[:2] in (["jobs", "submit"], ["jobs", "scaling"])
@@ -135,14 +177,15 @@ def test_documented_command_runs(shown: Shown, tmp_path_factory: pytest.TempPath
                                  request: pytest.FixtureRequest):
     key = (shown.doc, shown.block)
     if key not in _BLOCKS:
-        _BLOCKS[key] = (tmp_path_factory.mktemp(f"{shown.doc}-{shown.block}"), [])
-    workdir, done = _BLOCKS[key]
+        _BLOCKS[key] = _Block(tmp_path_factory.mktemp(f"{shown.doc}-{shown.block}"))
+    block = _BLOCKS[key]
     for earlier in SHOWN:
-        if (earlier.doc, earlier.block) == key and earlier.position < shown.position and earlier.position not in done:
+        same_block = (earlier.doc, earlier.block) == key
+        if same_block and earlier.position < shown.position and earlier.position not in block.done:
             try:
-                _run_shown(earlier, workdir, request)
+                _run_shown(earlier, block, request)
             except pytest.skip.Exception:
-                pass  # a command this machine cannot run leaves nothing the next ones read
-            done.append(earlier.position)
-    _run_shown(shown, workdir, request)
-    done.append(shown.position)
+                pass  # the block remembers what it would have written; a command reading that skips too
+            block.done.append(earlier.position)
+    _run_shown(shown, block, request)
+    block.done.append(shown.position)

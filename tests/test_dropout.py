@@ -34,3 +34,20 @@ def test_dropout_scales_kept_entries_and_backpropagates_the_mask():
     y.sum().backward()
     torch.testing.assert_close(x.grad, keep.double() * (1 / 0.75), rtol=0, atol=0)
     assert keyed_dropout(x, ids, 0.0, 11) is x
+
+
+def test_entries_survive_independently_with_probability_one_minus_p():
+    """Inverted dropout's definition (Srivastava et al., 2014), checked without the mask's code: each entry kept
+    with probability 1 - p, independently of the others (every column and pair of columns), and scaled by
+    1 / (1 - p) so that E[dropout(x)] = x. Bounds are 4 binomial standard errors."""
+    rows, width = 20000, 7
+    for p in (0.1, 0.5, 0.85):
+        x = torch.ones(rows, width, dtype=torch.float64)
+        mask = keyed_dropout(x, np.arange(rows), p, dropout_key(3, 1, 0)).numpy()
+        assert set(np.unique(mask).tolist()) == {0.0, 1 / (1 - p)}
+        assert abs(mask.mean() - 1) <= 4 * np.sqrt(p / (1 - p) / mask.size)
+        kept = mask > 0
+        q = 1 - p
+        assert np.all(np.abs(kept.mean(axis=0) - q) <= 4 * np.sqrt(q * (1 - q) / rows))
+        both = (kept[:, :, None] & kept[:, None, :]).mean(axis=0)[np.triu_indices(width, 1)]
+        assert np.all(np.abs(both - q * q) <= 4 * np.sqrt(q * q * (1 - q * q) / rows))

@@ -459,6 +459,33 @@ def test_npz_not_a_zip(tmp_path):
     expect_error(write(tmp_path / "x.npz", "hello"), "x.npz", "not a readable .npz")
 
 
+def _small_graph(**changes) -> Graph:
+    """Path 0 - 1 - 2 with features, labels and masks; ``changes`` replace fields."""
+    fields = dict(adj=sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float64)),
+                  vertex_ids=np.array([10, 20, 30]), features=np.eye(3, dtype=np.float32), labels=np.array([0, 1, 0]),
+                  train_mask=np.array([True, False, False]), val_mask=np.array([False, True, False]),
+                  test_mask=np.array([False, False, True]))
+    return Graph(**{**fields, **changes})
+
+
+def test_fingerprint_changes_with_every_field_and_is_pinned():
+    """Shards and checkpoints are tied to a graph by it: any change of structure or data must change it, and
+    it must not change between versions (partition directories and checkpoints written earlier stay valid)."""
+    base = _small_graph()
+    variants = [
+        _small_graph(adj=sp.csr_matrix(np.array([[0, 1, 1], [1, 0, 1], [1, 1, 0]], dtype=np.float64))),
+        _small_graph(vertex_ids=np.array([10, 20, 31])),
+        _small_graph(features=np.eye(3, dtype=np.float32)[::-1].copy()),
+        _small_graph(labels=np.array([0, 1, 1])),
+        _small_graph(train_mask=np.array([True, True, False])),
+        _small_graph(val_mask=None),
+        _small_graph(test_mask=np.array([True, False, True])),
+    ]
+    prints = [g.fingerprint() for g in (base, *variants)]
+    assert len(set(prints)) == len(prints)
+    assert prints[0] == "98e75197ce378cfa26c1319de48ca753"
+
+
 # --- random training data for structure-only graphs -----------------------------------------
 
 
