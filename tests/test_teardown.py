@@ -58,7 +58,7 @@ def test_train_leaves_no_process_group_thread_behind(tmp_path):
         assert left == [], f"rank {rank}: threads of a destroyed process group still run: {left}"
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # 40 launches, 4-7 minutes on 2 cores: the thread test above guards the fix in every run
 def test_loaded_gloo_runs_all_exit_0(tmp_path):
     """Dozens of 3-rank gloo runs with the cores kept busy: every one exits 0 with no abort at exit.
 
