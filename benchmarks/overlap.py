@@ -93,7 +93,7 @@ def backward_parts(adjacency: DistributedAdjacency, g: torch.Tensor) -> dict[str
 
     def halo_products() -> None:
         halo_grad.zero_()
-        adjacency.halo_t.add_product(halo_grad, g)
+        adjacency.add_halo_partials(halo_grad, g)
         grad = torch.zeros((adjacency.n_owned, g.shape[1]), dtype=g.dtype)
         for s in plan.send_slices:
             grad.index_add_(0, plan.send_index[s], incoming[s])

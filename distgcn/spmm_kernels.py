@@ -39,10 +39,19 @@ class SparseBlock(ABC):
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense, for a block with entries."""
 
+    @abstractmethod
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += blockᵀ @ dense, for a block with entries."""
+
     def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense."""
         if not self.empty:
             self._add_product(out, dense)
+
+    def add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += blockᵀ @ dense (the backward of a block that is not its own transpose)."""
+        if not self.empty:
+            self._add_transpose_product(out, dense)
 
 
 class TorchBlock(SparseBlock):
@@ -56,9 +65,15 @@ class TorchBlock(SparseBlock):
             size=matrix.shape,
             check_invariants=False,  # built from a sorted, canonical scipy CSR
         ).to(device)
+        self.transposed: torch.Tensor | None = None
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(self.matrix @ dense)
+
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        if self.transposed is None:  # built on first use: torch multiplies by CSR, not by a CSR's transpose view
+            self.transposed = self.matrix.t().to_sparse_csr()
+        out.add_(self.transposed @ dense)
 
 
 class ScipyBlock(SparseBlock):
@@ -69,6 +84,10 @@ class ScipyBlock(SparseBlock):
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
+
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        # .T is a CSC view of the same arrays; its product scatters rows of dense in row order (one thread)
+        out.add_(torch.from_numpy(self.matrix.T @ dense.detach().numpy()))
 
 
 class NumbaBlock(ScipyBlock):
