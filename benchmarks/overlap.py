@@ -181,7 +181,7 @@ def main() -> None:
 
     counters = CommCounters()
     exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, counters, exchanges=True)
-    kernel = choose_kernel("auto", args.threads)
+    kernel = choose_kernel("auto")
     adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float32, kernel)
     rng = np.random.default_rng(args.seed + transport.rank)
     h = torch.from_numpy(rng.standard_normal((shard.n_owned, args.width), dtype=np.float32))

@@ -34,9 +34,14 @@ def follow_torch_threads() -> None:
     """Run the next numba kernel on torch's intra-op thread count (``train --threads``, the API's ``threads``).
 
     numba's pool is sized once per process (NUMBA_NUM_THREADS, by default
-    the machine's cores; changing it later is an error), so this uses at most that many.
+    the machine's cores; changing it later is an error), so this uses at
+    most that many. Starting that pool on OpenMP, which torch shares, sets
+    torch's count to the pool's size: torch's own count is put back.
     """
     import numba
     import torch
 
-    numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    count = torch.get_num_threads()
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
