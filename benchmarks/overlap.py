@@ -93,7 +93,7 @@ def backward_parts(adjacency: DistributedAdjacency, g: torch.Tensor) -> dict[str
 
     def halo_products() -> None:
         halo_grad.zero_()
-        adjacency.halo_t.add_product(halo_grad, g)
+        adjacency.add_halo_partials(halo_grad, g)
         grad = torch.zeros((adjacency.n_owned, g.shape[1]), dtype=g.dtype)
         for s in plan.send_slices:
             grad.index_add_(0, plan.send_index[s], incoming[s])
@@ -181,7 +181,7 @@ def main() -> None:
 
     counters = CommCounters()
     exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, counters, exchanges=True)
-    kernel = choose_kernel("auto", args.threads)
+    kernel = choose_kernel("auto")
     adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float32, kernel)
     rng = np.random.default_rng(args.seed + transport.rank)
     h = torch.from_numpy(rng.standard_normal((shard.n_owned, args.width), dtype=np.float32))

@@ -4,8 +4,9 @@ For Y = Â H on a graph's normalized adjacency, in the vertex orders given
 (``natural``: ids as loaded; ``rcm``: reverse Cuthill-McKee, what ``distgcn
 partition`` writes by default), compares torch CSR (``sparse_csr_tensor @
 dense``), scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full
-dense matrix) and, as the fallback the issue allows only if all of them fall
-short of the roofline, a 15-line numba loop. The same run measures the
+dense matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
+own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``), all on
+``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
 kernel's effective bandwidth two ways:
 
@@ -36,6 +37,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from distgcn import csr_kernel
 from distgcn.data import load_graph
 from distgcn.graph import normalized_adjacency
 
@@ -61,24 +63,6 @@ def memory_bandwidth(repeats: int) -> dict[str, float]:
     return {"copy_gbs": 2 * a.nbytes / copy / 1e9, "read_gbs": a.nbytes / read / 1e9}
 
 
-def numba_kernel():
-    """y += A x row by row: each output row accumulates in registers, the width loop vectorizes."""
-    import numba
-
-    @numba.njit(fastmath=True, cache=False)
-    def csr_times_dense(indptr, indices, data, x, out):
-        for i in range(out.shape[0]):
-            acc = np.zeros(out.shape[1], dtype=out.dtype)
-            for k in range(indptr[i], indptr[i + 1]):
-                a = data[k]
-                row = x[indices[k]]
-                for c in range(out.shape[1]):
-                    acc[c] += a * row[c]
-            out[i, :] = acc
-
-    return csr_times_dense
-
-
 def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
     matrix = a.nnz * (itemsize + a.indices.itemsize) + a.indptr.nbytes
     rows_read = np.unique(a.indices).size
@@ -92,7 +76,8 @@ def main() -> None:
     parser.add_argument("--symmetrize", action="store_true")
     parser.add_argument("--widths", default="16,64")
     parser.add_argument("--orders", default="natural,rcm")
-    parser.add_argument("--kernels", default="torch,scipy,graphblas,numba")
+    parser.add_argument("--kernels", default="torch,scipy,numba",
+                        help="comma list of torch, scipy, numba and graphblas (needs pip install -e '.[bench]')")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -104,11 +89,6 @@ def main() -> None:
         import graphblas as gb
 
         gb.ss.config["nthreads"] = args.threads
-    if "numba" in kernels:
-        import numba
-
-        numba.set_num_threads(args.threads)
-        numba_spmm = numba_kernel()
     dtype = np.dtype(args.dtype)
     load_start = os.getloadavg()
     bandwidth = memory_bandwidth(args.repeats)
@@ -136,9 +116,9 @@ def main() -> None:
             if "graphblas" in kernels:
                 a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
                 candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
-            if "numba" in kernels:
-                out = np.empty_like(reference)
-                candidates["numba"] = lambda: numba_spmm(a.indptr, a.indices, a.data, h, out)
+            if "numba" in kernels:  # distgcn's kernel (out += A h, as the SpMM calls it), on torch's threads
+                out, bounds = np.zeros_like(reference), {}
+                candidates["numba"] = lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds)
                 candidates["numba"]()
                 np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-5)
             moved = traffic(a, width, dtype.itemsize)

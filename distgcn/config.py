@@ -33,7 +33,7 @@ FIRST_LAYERS = ("exact", "cached")
 """cached: Â·X once at setup, then a local first layer (dropout after the aggregation)."""
 COMMS = ("halo", "broadcast")
 KERNELS = ("auto", "torch", "scipy", "numba")
-"""Local SpMM kernels (``auto`` chooses by threads and device: distgcn.spmm.choose_kernel)."""
+"""Local SpMM kernels (``auto`` chooses by device: distgcn.spmm_kernels.choose_kernel)."""
 BACKENDS = ("mpi", "gloo", "nccl")
 FEATURE_NORMS = ("row", "none")
 VERTEX_ORDERS = ("rcm", "natural")

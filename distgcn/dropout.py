@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import dropout_kernel
 from .hashing import GOLDEN, derive_key, mix64_inplace
 
 
@@ -48,13 +49,32 @@ def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int
     return (lanes & np.uint64(0xFFFF)) >= np.uint64(min(65535, round(p * 65536)))
 
 
+class _KeyedDropout(torch.autograd.Function):
+    """Forward and backward by :mod:`distgcn.dropout_kernel`; the backward regenerates the mask."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.mask = (row_ids, p, key)
+        x = x.detach().contiguous().numpy()
+        return torch.from_numpy(dropout_kernel.masked_scale(x, row_ids, p, key, np.empty_like(x)))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        grad = grad.contiguous().numpy()
+        return torch.from_numpy(dropout_kernel.masked_scale(grad, *ctx.mask, np.empty_like(grad))), None, None, None
+
+
 def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
     """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask.
 
-    The kept entries' scale is folded into one float mask, so forward and
-    backward are one multiplication each (x * keep * scale took two).
+    On the CPU in float32/float64 one compiled pass each way
+    (:mod:`distgcn.dropout_kernel`: no mask stored); elsewhere the mask of
+    :func:`keyed_keep_mask` as one float mask with the scale folded in. Both
+    give x · mask with the same mask, bit for bit.
     """
     if p <= 0.0:
         return x
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.dim() == 2:
+        return _KeyedDropout.apply(x, row_ids, p, key)
     keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
     return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))

@@ -84,7 +84,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
         return agree(transport, lambda: _worded(step, name_field))
 
     outputs, train = config.outputs, config.train
-    kernel = agreed(lambda: choose_kernel(config.compute.spmm_kernel, threads, transport.device))
+    kernel = agreed(lambda: choose_kernel(config.compute.spmm_kernel, transport.device))
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
     shard = shard_source(transport, progress)

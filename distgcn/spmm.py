@@ -4,9 +4,12 @@ Forward: post the halo exchange, multiply the owned block while rows are in
 flight, then add each sender's halo-block product as its message lands (in
 sender order, so that the result does not depend on arrival order).
 Backward (Y = Â H  =>  dL/dH = Âᵀ dL/dY): form the halo rows' partial
-products, send them back to their owners while multiplying by the owned
-block's transpose, then add what arrives into the rows that were sent. The
-reverse exchange uses the same pairs and volume, so directed graphs are exact.
+products (each halo block's transpose times dL/dY, from the forward blocks),
+send them back to their owners while multiplying by the owned block's
+transpose, then add what arrives into the rows that were sent. The reverse
+exchange uses the same pairs and volume, so directed graphs are exact. No
+transpose is stored where the owned block is its own (an undirected graph):
+the forward block serves both ways.
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ import torch
 
 from .halo import HaloExchanger
 from .spmm_kernels import BLOCKS
+
+
+def is_symmetric(block: sp.csr_matrix) -> bool:
+    """Whether a square block equals its transpose exactly (pattern and values): then it is its own backward."""
+    return (block != block.T).nnz == 0
 
 
 class DistributedAdjacency:
@@ -32,11 +40,11 @@ class DistributedAdjacency:
         self.exchanger = exchanger
         self.n_owned = plan.n_owned
         self.n_halo = plan.n_halo
+        self.recv_slices = plan.recv_slices
         self.owned = block(owned_block, dtype, device)
-        self.owned_t = block(owned_block.T.tocsr(), dtype, device)
+        self.owned_t = self.owned if is_symmetric(owned_block) else block(owned_block.T.tocsr(), dtype, device)
         halo_csc = sp.csc_matrix(halo_block)
         self.halo_by_sender = [block(halo_csc[:, s].tocsr(), dtype, device) for s in plan.recv_slices]
-        self.halo_t = block(halo_block.T.tocsr(), dtype, device)
 
     def matmul(self, h: torch.Tensor) -> torch.Tensor:
         """Y = Â H for this rank's rows, H given by its owned rows."""
@@ -53,13 +61,19 @@ class DistributedAdjacency:
         """Âᵀ G restricted to this rank's rows, summing the other ranks' contributions."""
         g = g.contiguous()
         halo_partials = self.exchanger.halo_partials(g.shape[1], g.dtype)
-        self.halo_t.add_product(halo_partials, g)
+        self.add_halo_partials(halo_partials, g)
         exchange = self.exchanger.start_reverse(halo_partials)
         grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype, device=g.device)
         self.owned_t.add_product(grad, g)
         exchange.add_into(grad)
         exchange.finish()
         return grad
+
+
+    def add_halo_partials(self, halo_partials: torch.Tensor, g: torch.Tensor) -> None:
+        """halo_partials += (halo block)ᵀ G: what this rank's rows contribute to each halo row's gradient."""
+        for block, rows in zip(self.halo_by_sender, self.recv_slices):
+            block.add_transpose_product(halo_partials[rows], g)
 
 
 class _SpMM(torch.autograd.Function):

@@ -39,10 +39,19 @@ class SparseBlock(ABC):
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense, for a block with entries."""
 
+    @abstractmethod
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += blockᵀ @ dense, for a block with entries."""
+
     def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense."""
         if not self.empty:
             self._add_product(out, dense)
+
+    def add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out += blockᵀ @ dense (the backward of a block that is not its own transpose)."""
+        if not self.empty:
+            self._add_transpose_product(out, dense)
 
 
 class TorchBlock(SparseBlock):
@@ -56,43 +65,64 @@ class TorchBlock(SparseBlock):
             size=matrix.shape,
             check_invariants=False,  # built from a sorted, canonical scipy CSR
         ).to(device)
+        self.transposed: torch.Tensor | None = None
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(self.matrix @ dense)
 
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        if self.transposed is None:  # built on first use: a product by the CSC view measured 3x slower
+            # via COO, whose transpose and conversions torch has on every device
+            self.transposed = self.matrix.to_sparse_coo().t().coalesce().to_sparse_csr()
+        out.add_(self.transposed @ dense)
+
 
 class ScipyBlock(SparseBlock):
-    """scipy's CSR product (one thread, CPU only)."""
+    """scipy's CSR product (one thread, CPU only), with int32 indices where they fit."""
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
         self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
+        if max(matrix.shape[1], matrix.nnz) < 2**31:  # half the index bytes of int64; scipy and numba take both
+            self.matrix.indices = self.matrix.indices.astype(np.int32, copy=False)
+            self.matrix.indptr = self.matrix.indptr.astype(np.int32, copy=False)
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
 
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        # .T is a CSC view of the same arrays; its product scatters rows of dense in row order (one thread)
+        out.add_(torch.from_numpy(self.matrix.T @ dense.detach().numpy()))
+
 
 class NumbaBlock(ScipyBlock):
-    """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, scipy's below."""
+    """Our loop (:mod:`distgcn.csr_kernel`), multi-threaded; on one thread scipy's below ``MIN_WIDTH`` columns."""
+
+    def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
+        super()._store(matrix, dtype, device)
+        self.bounds: dict[int, np.ndarray] = {}
+        """Row blocks per thread count (csr_kernel.row_blocks)."""
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
-        if dense.shape[1] < csr_kernel.MIN_WIDTH:
+        if dense.shape[1] < csr_kernel.MIN_WIDTH and csr_kernel.threads() == 1:
             super()._add_product(out, dense)
             return
         m = self.matrix
-        csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy())
+        csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy(),
+                               self.bounds)
 
 
 BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock, "numba": NumbaBlock}
 """The block class of each kernel that :func:`choose_kernel` can return (config.KERNELS: these and ``auto``)."""
 
 
-def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: on one thread ``numba`` (our loop for products of 32 columns or more, scipy's
-    CSR product below); torch's (multi-threaded, or on a GPU) otherwise.
+def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> str:
+    """``auto``: ``numba`` on the CPU (our loop on every thread given, for products of 32 columns or
+    more on one thread and scipy's CSR product below), torch's on a GPU.
 
     Measured in benchmarks/spmm_kernels.py (docs/performance.md): on one thread
     scipy was up to 1.8x faster than torch CSR, and our loop 1.3-1.9x faster
-    than scipy at 64 columns; torch can use more threads.
+    than scipy at 64 columns; with more threads our loop divides rows by work
+    (torch's CSR product was slower than one thread of it on the shared 2-core machine).
     """
     if device.type != "cpu":
         if kernel in ("scipy", "numba"):
@@ -100,5 +130,5 @@ def choose_kernel(kernel: str, threads: int, device: torch.device = torch.device
                               f"{{compute.spmm_kernel}} {kernel} runs on the CPU only; the tensors are on {device}")
         return "torch"
     if kernel == "auto":
-        return "numba" if threads == 1 else "torch"
+        return "numba"
     return kernel

@@ -22,9 +22,26 @@ def default_threads(ranks_per_node: int) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use."""
+    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use (numba: :func:`follow_torch_threads`)."""
     import torch
 
     torch.set_num_threads(threads)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+
+
+def follow_torch_threads() -> None:
+    """Run the next numba kernel on torch's intra-op thread count (``train --threads``, the API's ``threads``).
+
+    numba's pool is sized once per process (NUMBA_NUM_THREADS, by default
+    the machine's cores; changing it later is an error), so this uses at
+    most that many. Starting that pool on OpenMP, which torch shares, sets
+    torch's count to the pool's size: torch's own count is put back.
+    """
+    import numba
+    import torch
+
+    count = torch.get_num_threads()
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)

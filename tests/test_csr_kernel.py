@@ -39,10 +39,44 @@ def test_block_gives_scipys_product_at_every_width_and_accumulates() -> None:
         torch.testing.assert_close(out, 2.0 + torch.from_numpy(a @ h.numpy()), rtol=1e-12, atol=1e-12)
 
 
-def test_auto_picks_it_on_one_thread_and_torch_otherwise() -> None:
-    assert choose_kernel("auto", 1) == "numba"
-    assert choose_kernel("auto", 2) == "torch"
-    assert choose_kernel("scipy", 1) == "scipy"
+def test_auto_picks_it_on_the_cpu_and_torch_on_a_gpu() -> None:
+    assert choose_kernel("auto") == "numba"
+    assert choose_kernel("auto", torch.device("cuda")) == "torch"
+    assert choose_kernel("scipy") == "scipy"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [8, 64])
+def test_product_is_the_same_bits_on_any_number_of_threads(dtype, width: int) -> None:
+    """Each row is summed by one thread in its nonzeros' order, so threads cannot change the result."""
+    import numba
+
+    a = sp.random(3000, 2500, density=0.004, format="csr", random_state=1, dtype=dtype)
+    a[100:400] = 0  # a stretch of empty rows: blocks by work differ from blocks by rows
+    a.eliminate_zeros()
+    dense = np.random.default_rng(width).standard_normal((2500, width)).astype(dtype)
+    results = []
+    try:
+        for threads in sorted({1, 2, numba.config.NUMBA_NUM_THREADS}):
+            torch.set_num_threads(threads)
+            assert csr_kernel.threads() == threads
+            out = np.zeros((3000, width), dtype=dtype)
+            csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out)
+            assert torch.get_num_threads() == threads  # numba's OpenMP pool, started here, must not change torch's
+            results.append(out)
+    finally:
+        torch.set_num_threads(1)
+    for out in results:
+        np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), results[0].view(f"u{out.itemsize}"))
+    np.testing.assert_allclose(results[0], a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def test_row_blocks_split_the_work_evenly() -> None:
+    indptr = np.concatenate([[0], np.cumsum([10] * 1000 + [0] * 3000)])  # heavy rows, then empty ones
+    bounds = csr_kernel.row_blocks(indptr, 4)
+    assert bounds[0] == 0 and bounds[-1] == 4000 and np.all(np.diff(bounds) >= 0)
+    work = [indptr[b] - indptr[a] + b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    assert max(work) - min(work) <= 22  # each boundary within one row (11) of the ideal; by rows: 11000 vs 1000
 
 
 @pytest.mark.parametrize("ranks", [2, 3])

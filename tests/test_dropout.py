@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pytest
 import torch
 
+from distgcn import dropout_kernel
 from distgcn.dropout import dropout_key, keyed_dropout, keyed_keep_mask
 
 
@@ -51,3 +53,20 @@ def test_entries_survive_independently_with_probability_one_minus_p():
         assert np.all(np.abs(kept.mean(axis=0) - q) <= 4 * np.sqrt(q * (1 - q) / rows))
         both = (kept[:, :, None] & kept[:, None, :]).mean(axis=0)[np.triu_indices(width, 1)]
         assert np.all(np.abs(both - q * q) <= 4 * np.sqrt(q * q * (1 - q * q) / rows))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [1, 3, 4, 7, 16, 64, 65])
+def test_compiled_pass_gives_the_numpy_mask_times_x_bitwise(dtype, width: int) -> None:
+    """The one-pass kernel is x * (keep * scale) of the numpy definition, bit for bit, rows at any offset."""
+    rng = np.random.default_rng(width)
+    for p, offset in ((0.5, 0), (0.1, 2**40 + 17), (0.9, 123457), (1 - 2**-17, 5)):
+        ids = rng.permutation(4000)[:257] + offset
+        x = rng.standard_normal((257, width)).astype(dtype)
+        x[0, 0], x[1, -1] = np.nan, -np.inf
+        key = dropout_key(int(rng.integers(2**62)), 3, 1)
+        mask = keyed_keep_mask(ids, width, p, key).astype(dtype) * dtype(1 / (1 - p))
+        got = dropout_kernel.masked_scale(x, ids, p, key, np.empty_like(x))
+        with np.errstate(invalid="ignore"):  # -inf * 0
+            want = x * mask
+        np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 import torch
 
 from distgcn.distribute import load_own_shard
+from distgcn.dropout import keyed_dropout
 from distgcn.partition_dir import shard_filename
 from distgcn.transport.setup import make_transport
 from distgcn.config import TrainConfig
@@ -33,14 +34,18 @@ def status_kib(field: str) -> int:
 
 
 def warm_up(device: torch.device) -> None:
-    """Touch the kernels training uses (CSR product, dense products, Adam) on tiny tensors."""
+    """Touch the kernels training uses (CSR product, dense products, keyed dropout, Adam) on tiny tensors.
+
+    Keyed dropout runs numba's compiled kernel on the CPU: its first call imports numba and loads the code.
+    """
     a = sp.random(8, 8, density=0.5, format="csr", random_state=0)
     csr = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
                                   torch.from_numpy(a.indices.astype(np.int64)), torch.from_numpy(a.data),
                                   size=a.shape, check_invariants=True).to(device)
     w = torch.ones((8, 4), dtype=torch.float64, device=device, requires_grad=True)
     opt = torch.optim.Adam([w])
-    loss = torch.relu(csr @ (torch.ones((8, 8), dtype=torch.float64, device=device) @ w)).sum()
+    h = keyed_dropout(torch.ones((8, 8), dtype=torch.float64, device=device), np.arange(8), 0.5, 1)
+    loss = torch.relu(csr @ (h @ w)).sum()
     loss.backward()
     opt.step()
 
