@@ -69,7 +69,6 @@ class DistributedAdjacency:
         exchange.finish()
         return grad
 
-
     def add_halo_partials(self, halo_partials: torch.Tensor, g: torch.Tensor) -> None:
         """halo_partials += (halo block)ᵀ G: what this rank's rows contribute to each halo row's gradient."""
         for block, rows in zip(self.halo_by_sender, self.recv_slices):
