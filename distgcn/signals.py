@@ -88,6 +88,8 @@ class _State:
         """The wakeup pipe's end (one pipe and one watcher thread per process, made on first use)."""
         self.claim: socket.socket | None = None
         """The name this process holds as the rank of its node that reports a stop (:func:`_first_on_node`)."""
+        self.hangup_ignored = False
+        """SIGHUP was ignored when distgcn took the signals over (``nohup``): it stays so."""
         self.reset()
 
     def reset(self) -> None:
@@ -105,7 +107,11 @@ _state = _State()
 
 
 def install() -> Callable[[], None]:
-    """Take over SIGINT, SIGTERM, SIGHUP and SIGUSR1 (from the main thread; else do nothing); returns the undo."""
+    """Take over SIGINT, SIGTERM, SIGHUP and SIGUSR1 (from the main thread; else do nothing); returns the undo.
+
+    A SIGHUP that the process inherited as ignored (``nohup``) stays ignored:
+    the user asked the run to outlive the terminal.
+    """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     if _state.write_fd is None:
@@ -113,8 +119,11 @@ def install() -> Callable[[], None]:
         os.set_blocking(_state.write_fd, False)
         threading.Thread(target=_watch, args=(read_fd,), name="distgcn-signals", daemon=True).start()
     _state.reset()
+    hangup = signal.getsignal(signal.SIGHUP)
+    if hangup is not _python_handler:  # else taken over already, by an install() not undone
+        _state.hangup_ignored = hangup == signal.SIG_IGN
     previous_fd = signal.set_wakeup_fd(_state.write_fd, warn_on_full_buffer=False)
-    previous = {signum: signal.signal(signum, _python_handler) for signum in (*STOP_SIGNALS, WARNING_SIGNAL)}
+    previous = {signum: signal.signal(signum, _python_handler) for signum in _taken_signals()}
 
     def restore() -> None:  # for callers of cli.main inside a longer-lived process (tests, notebooks)
         for signum, handler in previous.items():
@@ -122,6 +131,11 @@ def install() -> Callable[[], None]:
         signal.set_wakeup_fd(previous_fd)
 
     return restore
+
+
+def _taken_signals() -> tuple[signal.Signals, ...]:
+    return tuple(signum for signum in (*STOP_SIGNALS, WARNING_SIGNAL)
+                 if not (signum == signal.SIGHUP and _state.hangup_ignored))
 
 
 def attach_job(rank: int, size: int, abort: Callable[[int], NoReturn]) -> None:
@@ -133,8 +147,10 @@ def attach_job(rank: int, size: int, abort: Callable[[int], NoReturn]) -> None:
     """
     _state.job = _Job(rank, size, abort) if size > 1 else None
     if _state.write_fd is not None and threading.current_thread() is threading.main_thread():
-        for signum in (*STOP_SIGNALS, WARNING_SIGNAL):
+        for signum in _taken_signals():
             signal.signal(signum, _python_handler)
+        if _state.hangup_ignored:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def defer_warning() -> None:

@@ -45,7 +45,12 @@ def _start(args: list[str], ranks: int = 3, **env: str) -> subprocess.Popen:
     if ranks > 1:
         command = [mpiexec(), "-n", str(ranks), *command]
     return subprocess.Popen(command, env=_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_as_from_a_terminal)
+
+
+def _as_from_a_terminal() -> None:
+    """SIGHUP at its default, as a terminal's shell starts a job, even when the tests run under nohup."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _kill_group(job: subprocess.Popen) -> None:
@@ -251,3 +256,27 @@ def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path)
         start = time.monotonic()
         wait_until_read(file.fileno(), timeout=10)
         assert time.monotonic() - start < 1
+
+
+def test_a_hangup_ignored_under_nohup_stays_ignored():
+    """nohup asks a run to outlive its terminal: distgcn takes SIGHUP over only where it was not ignored."""
+    from distgcn import signals
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        restore = signals.install()
+        try:
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the others are taken over
+            signals.attach_job(0, 2, abort=lambda code: None)  # re-taken after MPI_Init: SIGHUP still ignored
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        finally:
+            signals.attach_job(0, 1, abort=lambda code: None)
+            restore()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        restore = signals.install()
+        try:
+            assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL)  # taken over
+        finally:
+            restore()
+    finally:
+        signal.signal(signal.SIGHUP, before)
