@@ -53,7 +53,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         report, warning = sampling_report(info["shp"])
         progress.info(report)
         if warning:
-            progress.info(warning)
+            progress.warn(warning)
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from unittest import mock
 import json
 
 
@@ -51,3 +52,28 @@ def test_train_graph_partitions_the_same_way_twice(tmp_path):
         ids.append(json.loads(metrics.read_text().splitlines()[0])["run"])
     assert ids[0]["partition_model"] == "hypergraph"
     assert ids[0]["partition_id"] == ids[1]["partition_id"]
+
+
+def test_more_ranks_than_cores_is_one_warning_line(tmp_path):
+    """4 ranks on a node of 2 cores: the comm share then measures waiting for a core (issue #22: 101.8%)."""
+    with mock.patch("distgcn.pipeline.available_cores", return_value=2):
+        crowded = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=4)
+        roomy = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=2)
+    assert crowded.returncode == roomy.returncode == 0, crowded.stderr + roomy.stderr
+    warnings = [line for line in crowded.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "4 ranks share 2 cores" in warnings[0] and "mpiexec -n 2" in warnings[0]
+    assert "warning" not in roomy.stderr
+
+
+def test_random_labels_are_one_warning_line(tmp_path):
+    """Random labels train to chance accuracy; a graph with its own labels (here an SBM's communities) does not warn."""
+    edges = tmp_path / "g.txt"
+    edges.write_text("".join(f"{v} {(v * 7 + 1) % 60}\n" for v in range(60)))
+    drawn = distgcn_in_process(["train", "--graph", str(edges), "--features", "4", "--classes", "5", "--epochs", "1",
+                                "--quiet"])
+    learnable = distgcn_in_process(["train", "--graph", SPEC, "--features", "8", "--classes", "3", "--epochs", "1",
+                                    "--quiet"])
+    assert drawn.returncode == learnable.returncode == 0, drawn.stderr + learnable.stderr
+    warnings = [line for line in drawn.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "labels are random" in warnings[0] and "1/5" in warnings[0]
+    assert "warning" not in learnable.stderr
