@@ -94,7 +94,9 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
     header = _run_header(config, shard, transport, threads, kernel) if root else None
     if header is not None and config.minibatch is not None:
         header["minibatch"] = dict(vars(config.minibatch))
-    progress.detail(f"run: {json.dumps(header)}")
+    if header is not None and progress.verbose:
+        for line in settings_lines(header):
+            progress.detail(line)
     ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks
     if header is not None:
         for warning in _unsound(config, header, ranks_on_node, transport.device.type, shard.num_classes):
@@ -214,6 +216,15 @@ def _run_header(config: RunConfig, shard: Shard, transport: Transport, threads: 
             "epochs": train.epochs, "seed": train.seed, "first_layer": train.first_layer,
             "comm": train.comm, "halo_dtype": train.halo_dtype or train.dtype, "threads": threads,
             "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
+
+
+def settings_lines(header: dict) -> list[str]:
+    """The run's settings for --verbose, one per line (``graph.name: cora``), nested objects flattened."""
+    def flat(prefix: str, value: Any) -> list[str]:
+        if isinstance(value, dict) and value:
+            return [line for key, item in value.items() for line in flat(f"{prefix}.{key}" if prefix else key, item)]
+        return [f"  {prefix}: {json.dumps(value) if isinstance(value, (list, dict)) or value is None else value}"]
+    return ["run configuration:", *flat("", header)]
 
 
 def _unsound(config: RunConfig, header: dict, ranks_on_node: int, device: str, classes: int) -> list[str]:
