@@ -84,8 +84,8 @@ class Partition:
 
 
 def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MODEL, *, epsilon: float = 0.03,
-              seed: int = 0, partitioner: str | None = None, preset: str | None = None, parts_file: str | Path | None = None,
-              feature_norm: str = "row") -> Partition:
+              seed: int = 0, partitioner: str | None = None, preset: str | None = None,
+              parts_file: str | Path | None = None, feature_norm: str = "row") -> Partition:
     """Prepare ``graph`` as ``distgcn partition`` does and split it into ``parts`` parts with ``model``.
 
     Models, partitioners and presets are those of the command line
@@ -102,7 +102,8 @@ def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MOD
 
 
 def train(source: GraphSource | Partition | None, *, partition_model: str = DEFAULT_PARTITION_MODEL,
-          epochs: int = 200, layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01, dropout: float = 0.5,
+          epochs: int = 200, layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01,
+          dropout: float = 0.5,
           weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
           feature_norm: str = "row", vertex_order: str | None = None, first_layer: str = "exact",
           comm: str = "halo", halo_dtype: str | None = None, sampler: str | None = None,

@@ -23,7 +23,9 @@ def test_one_default_partition_model_everywhere():
     assert DEFAULT_PARTITION_MODEL == "hypergraph"
     assert parser.parse_args(["partition", SPEC, "--parts", "2", "--out", "d"]).model == DEFAULT_PARTITION_MODEL
     assert parser.parse_args(["train", "--graph", SPEC]).partition == DEFAULT_PARTITION_MODEL
-    for sub in (["submit", "--out", "d", "--parts", "2"], ["scaling", "--out", "p{P}", "--parts", "2", "--results", "r"]):
+    submit = ["submit", "--out", "d", "--parts", "2"]
+    scaling = ["scaling", "--out", "p{P}", "--parts", "2", "--results", "r"]
+    for sub in (submit, scaling):
         args = parser.parse_args(["jobs", *sub, "--graph", SPEC])
         assert args.model == DEFAULT_PARTITION_MODEL, sub
     assert SourceConfig().partition == DEFAULT_PARTITION_MODEL

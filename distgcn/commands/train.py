@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import (BACKENDS, COMMS, DEFAULT_PARTITION_MODEL, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS, OPTIMIZERS, TRAIN_PARTITIONS,
-                      ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig, RunConfig, SourceConfig,
-                      TrainConfig)
+from ..config import (BACKENDS, COMMS, DEFAULT_PARTITION_MODEL, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS,
+                      OPTIMIZERS, TRAIN_PARTITIONS, ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig,
+                      RunConfig, SourceConfig, TrainConfig)
 from ..errors import InputError
 from .sampler_options import add_sampler_options, sampler_spec
 from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
