@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from .config import DEFAULT_PARTITION_MODEL
 from .data import load_graph
 from .errors import InputError
 from .graph import Graph
@@ -82,9 +83,9 @@ class Partition:
                               Progress(QUIET if quiet else NORMAL), force=force, inputs=inputs)
 
 
-def partition(graph: GraphSource, parts: int, model: str = "random", *, epsilon: float = 0.03, seed: int = 0,
-              partitioner: str | None = None, preset: str | None = None, parts_file: str | Path | None = None,
-              feature_norm: str = "row") -> Partition:
+def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MODEL, *, epsilon: float = 0.03,
+              seed: int = 0, partitioner: str | None = None, preset: str | None = None,
+              parts_file: str | Path | None = None, feature_norm: str = "row") -> Partition:
     """Prepare ``graph`` as ``distgcn partition`` does and split it into ``parts`` parts with ``model``.
 
     Models, partitioners and presets are those of the command line
@@ -100,8 +101,9 @@ def partition(graph: GraphSource, parts: int, model: str = "random", *, epsilon:
     return Partition(prepared, a_hat, vector, info, partition_metrics(a_hat, vector, parts), source)
 
 
-def train(source: GraphSource | Partition | None, *, partition_model: str = "random", epochs: int = 200,
-          layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01, dropout: float = 0.5,
+def train(source: GraphSource | Partition | None, *, partition_model: str = DEFAULT_PARTITION_MODEL,
+          epochs: int = 200, layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01,
+          dropout: float = 0.5,
           weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
           feature_norm: str = "row", vertex_order: str | None = None, first_layer: str = "exact",
           comm: str = "halo", halo_dtype: str | None = None, sampler: str | None = None,
@@ -190,7 +192,7 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
 def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
                feature_norm: str, vertex_order: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
-    from partition.scatter import cut_and_scatter
+    from partition.scatter import cut_and_scatter, startup_preset
 
     from .collective import agree
     from .distribute import load_own_shard
@@ -215,7 +217,8 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
             if source.nparts != transport.size:
                 raise InputError(f"the Partition has {source.nparts} parts but the job has {transport.size} ranks")
             return source.graph, source.a_hat, source.parts
-        split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm)
+        split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm,
+                          preset=startup_preset(model))
         return split.graph, split.a_hat, split.parts
 
     return cut_and_scatter(transport, agree(transport, on_root), vertex_order)

@@ -45,13 +45,16 @@ class RunIdentity:
     model_config: str
     """A canonical description of everything that shapes the model and its updates (not the epoch count)."""
 
-    def mismatch(self, other: dict) -> str | None:
-        """Why a checkpoint with identity ``other`` cannot be resumed here, or None."""
+    def mismatch(self, other: dict, directory: Path) -> str | None:
+        """Why a checkpoint in ``directory`` with identity ``other`` cannot be resumed here, and the two ways
+        out, or None."""
         for key, what in (("graph_fingerprint", "graph"), ("partition_id", "partition"),
                           ("model_config", "model configuration")):
             if other.get(key) != getattr(self, key):
                 return (f"it was written for another {what} ({key} {other.get(key)!r}, "
-                        f"this run has {getattr(self, key)!r})")
+                        f"this run has {getattr(self, key)!r}); to train this run afresh, give another "
+                        f"--checkpoint-dir than {directory}; to continue the checkpointed run, --resume with the "
+                        f"{what} that wrote it")
         return None
 
 
@@ -121,7 +124,7 @@ def newest_checkpoint(directory: Path, identity: RunIdentity,
         except CheckpointError as exc:
             warn(f"warning: skipping {exc}; trying the previous checkpoint")
             continue
-        reason = identity.mismatch(contents["identity"])
+        reason = identity.mismatch(contents["identity"], directory)
         if reason is not None:
             raise InputError(f"refusing to resume: {reason}", path=path)
         return contents

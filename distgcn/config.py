@@ -43,6 +43,9 @@ PARTITION_MODELS = ("random", "contiguous", "graph", "hypergraph", "stochastic",
 """The models of ``distgcn partition --model`` (partition/models.py runs them)."""
 TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
 """The partition models that ``train --graph`` runs on rank 0 (the others need ``distgcn partition``)."""
+DEFAULT_PARTITION_MODEL = "hypergraph"
+"""The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
+whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
 
 _FIELD = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
 
@@ -203,7 +206,7 @@ class SourceConfig:
     partition_dir: str | None = None
     graph: str | None = None
     """A graph file or directory, or synthetic:... (docs/data.md)."""
-    partition: str = "random"
+    partition: str = DEFAULT_PARTITION_MODEL
     """The model rank 0 partitions ``graph`` with (one of TRAIN_PARTITIONS)."""
     vertex_order: str | None = None
     """How each shard numbers its rows when rank 0 partitions (None: rcm); shards in a directory keep theirs."""

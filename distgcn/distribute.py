@@ -29,7 +29,8 @@ def load_own_shard(transport: Transport, directory: str | Path) -> Shard:
         if meta["parts"] != transport.size:
             raise InputError(
                 f"partition has {meta['parts']} parts but the job has {transport.size} ranks "
-                f"(launch {meta['parts']} ranks, or partition again with --parts {transport.size})",
+                f"(launch {meta['parts']} ranks: mpiexec -n {meta['parts']} distgcn train {directory} ...; "
+                f"or partition again with --parts {transport.size})",
                 path=directory,
             )
         return load_listed_shard(directory, meta, transport.rank)

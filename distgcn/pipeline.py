@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from partition.scatter import build_and_scatter
 
-from . import memory, signals
+from . import memory, signals, soundness
 from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
 from .collective import CollectiveInputError, agree
 from .config import ConfigError, MinibatchConfig, RunConfig, SourceConfig, TrainConfig
@@ -34,6 +34,7 @@ from .progress import Progress
 from .safe_io import WEIGHTS, check_target, write_npz
 from .shard import Shard
 from .spmm_kernels import choose_kernel
+from .threads import available_cores
 from .trainer import Trainer
 from .transport import Transport
 
@@ -93,7 +94,13 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
     header = _run_header(config, shard, transport, threads, kernel) if root else None
     if header is not None and config.minibatch is not None:
         header["minibatch"] = dict(vars(config.minibatch))
-    progress.detail(f"run: {json.dumps(header)}")
+    if header is not None and progress.verbose:
+        for line in settings_lines(header):
+            progress.detail(line)
+    ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks
+    if header is not None:
+        for warning in _unsound(config, header, ranks_on_node, transport.device.type, shard.num_classes):
+            progress.warn(warning)
     agreed(lambda: _check_memory(shard, train, transport))
     trainer = agreed(lambda: _make_trainer(shard, transport, config, kernel, progress))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
@@ -209,6 +216,27 @@ def _run_header(config: RunConfig, shard: Shard, transport: Transport, threads: 
             "epochs": train.epochs, "seed": train.seed, "first_layer": train.first_layer,
             "comm": train.comm, "halo_dtype": train.halo_dtype or train.dtype, "threads": threads,
             "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
+
+
+def settings_lines(header: dict) -> list[str]:
+    """The run's settings for --verbose, one per line (``graph.name: cora``), nested objects flattened."""
+    def flat(prefix: str, value: Any) -> list[str]:
+        if isinstance(value, dict) and value:
+            return [line for key, item in value.items() for line in flat(f"{prefix}.{key}" if prefix else key, item)]
+        return [f"  {prefix}: {json.dumps(value) if isinstance(value, (list, dict)) or value is None else value}"]
+    return ["run configuration:", *flat("", header)]
+
+
+def _unsound(config: RunConfig, header: dict, ranks_on_node: int, device: str, classes: int) -> list[str]:
+    """The warnings of :mod:`distgcn.soundness` that apply to this run (rank 0, about its own node)."""
+    if config.source.partition_dir is not None:
+        drawn = read_meta(Path(config.source.partition_dir))["graph"].get("random_features_seed") is not None
+    else:
+        drawn = config.source.features is not None
+    found = [soundness.random_labels(header["graph"]["spec"], drawn, classes)]
+    if device == "cpu":  # a GPU rank computes on its GPU, not on the node's cores
+        found.append(soundness.oversubscribed(ranks_on_node, available_cores()))
+    return [line for line in found if line is not None]
 
 
 def _check_memory(shard: Shard, train: TrainConfig, transport: Transport) -> None:

@@ -75,6 +75,11 @@ class Progress:
         if self.level >= NORMAL:
             self._line(message)
 
+    def warn(self, message: str) -> None:
+        """A warning that the results cannot be read as they look: shown at every level, --quiet included
+        (call it on the reporting process only: the others' Progress is quiet too)."""
+        self._line(message)
+
     def detail(self, message: str) -> None:
         """A message shown with --verbose only."""
         if self.level >= VERBOSE:

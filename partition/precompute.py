@@ -23,6 +23,7 @@ from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 from .metrics import partition_metrics
 from .models import compute_parts
 from .shards import iter_shards
+from .stochastic import sampling_report
 
 
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
@@ -48,6 +49,11 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                                     preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
                                     vertex_weight=vertex_weight)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
+    if "shp" in info:
+        report, warning = sampling_report(info["shp"])
+        progress.info(report)
+        if warning:
+            progress.warn(warning)
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)

@@ -297,7 +297,7 @@ def test_export_gathered_equals_per_rank(tmp_path, ranks):
 
     export_runs = api_export_script().export_runs
     partdir = tmp_path / "part"
-    distgcn.partition(SPEC, ranks, model="random").write(partdir)
+    distgcn.partition(SPEC, ranks, model="hypergraph", preset="deterministic").write(partdir)
     threads = torch.get_num_threads()
     try:  # the API sets torch's threads per call, but they are the process's: the rank threads share them
         run_ranks(ranks, lambda transport: export_runs(transport, tmp_path, SPEC, str(partdir), 4))
@@ -309,7 +309,7 @@ def test_export_gathered_equals_per_rank(tmp_path, ranks):
 def test_export_gathered_equals_per_rank_under_mpiexec(tmp_path):
     """Two ranks under mpiexec, each with the API's default transport."""
     partdir = tmp_path / "part"
-    distgcn.partition(SPEC, 2, model="random").write(partdir)
+    distgcn.partition(SPEC, 2, model="hypergraph", preset="deterministic").write(partdir)
     proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py",
                            str(ROOT / "tests" / "mpi_scripts" / "api_export.py"), str(tmp_path), SPEC, str(partdir),
                            "4"], capture_output=True, text=True, timeout=300, env=python_env())

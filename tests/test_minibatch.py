@@ -35,8 +35,8 @@ def graph_file(tmp_path_factory) -> str:
 
 def train(tmp_path, graph_file: str, sampler: str, ranks: int, *extra: str, in_process: bool = True) -> list[dict]:
     metrics = tmp_path / f"m{ranks}.jsonl"
-    args = ["train", "--graph", graph_file, "--features", "8", "--classes", "3", "--dtype", "float64",
-            "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", str(HIDDEN),
+    args = ["train", "--graph", graph_file, "--partition", "random", "--features", "8", "--classes", "3",
+            "--dtype", "float64", "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", str(HIDDEN),
             "--sampler", sampler, "--batch-size", str(BATCH), "--norm-samples", str(NORM),
             "--metrics", str(metrics), "--quiet", *extra]
     if in_process:

@@ -202,5 +202,23 @@ def test_training_writes_the_run_header_and_prints_progress_on_rank_zero(tmp_pat
     assert verbose.returncode == 0, verbose.stderr
     assert sum("halo wait" in line for line in verbose.stdout.splitlines()) == 2
     quiet = run_distgcn(["train", str(partition_dir), "--epochs", "2", "--quiet"], ranks=3)
-    assert quiet.returncode == 0 and quiet.stderr == ""
+    # nothing but warnings, which --quiet keeps (3 ranks on a machine of fewer cores warn that they wait for one)
+    assert quiet.returncode == 0 and all(" warning: " in line for line in quiet.stderr.splitlines()), quiet.stderr
     assert quiet.stdout.startswith("done: 2 epochs on 3 rank(s)")
+
+
+def test_runs_are_labelled_by_dataset_name_not_path(tmp_path):
+    """Runs of train --graph /abs/path name their graph by file name; runs whose file names clash are told apart
+    by the shortest trailing part of their paths (issue #22: plots and summary.md showed absolute paths)."""
+    paths = []
+    for ranks in (1, 2):
+        (tmp_path / f"p{ranks}").mkdir()
+        path = write_metrics(tmp_path / f"p{ranks}" / "run.jsonl", 50.0, ranks=ranks, model="random")
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        records[0]["run"]["graph"] = {"name": None, "fingerprint": None,
+                                      "spec": str(tmp_path / "data" / "soc-Slashdot0902.txt.gz")}
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        paths.append(str(path))
+    runs, _ = load_inputs(paths)
+    assert [r.graph for r in runs] == ["soc-Slashdot0902", "soc-Slashdot0902"]
+    assert [r.label for r in runs] == ["p1/run", "p2/run"]

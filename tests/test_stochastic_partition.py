@@ -27,7 +27,8 @@ from distgcn.sampling.reference import make_sampler
 from partition.metrics import connectivity_minus_one, partition_metrics
 from partition.minibatch_metrics import minibatch_comm
 from partition.models import compute_parts
-from partition.stochastic import hoeffding_nets, merge_identical_nets, sample_nets, stochastic_parts
+from partition.stochastic import (DEFAULT_SHP_COVERAGE, hoeffding_nets, merge_identical_nets, sample_nets,
+                                  stochastic_parts)
 
 SBM = "synthetic:sbm,n=240,avg_degree=6,seed=2"
 
@@ -155,6 +156,41 @@ def test_shp_lowers_expected_minibatch_volume_against_random():
     weights = np.diff(a.indptr)
     assert np.bincount(shp, weights=weights).max() <= 1.03 * math.ceil(weights.sum() / 3)
     assert info["shp"]["samples"] == 200 and info["shp"]["merged_nets"] <= info["shp"]["cuttable_nets"]
+
+
+def test_default_sample_count_reaches_the_coverage_target():
+    """Without a count or bound, sampling goes on past the Hoeffding bound until half the edges are covered,
+    and stops at the first sample that gets there (issue #22: 6 samples, coverage 0.011, on Slashdot)."""
+    a = normalized_adjacency(load_graph("synthetic:sbm,n=3000,avg_degree=6,seed=2").adj)
+    spec = SamplerSpec("node", 300)
+    _, info = stochastic_parts(a, 2, spec, seed=1, preset="deterministic")
+    shp = info["shp"]
+    assert shp["coverage_target"] == DEFAULT_SHP_COVERAGE and shp["edge_coverage"] >= DEFAULT_SHP_COVERAGE
+    by_bound = math.ceil(hoeffding_nets(2, 0.02, 0.05) / 300)
+    assert shp["samples"] > by_bound
+    fewer = sample_nets(spec.build(a), np.random.default_rng(1), samples=shp["samples"] - 1)
+    assert fewer.edge_coverage < DEFAULT_SHP_COVERAGE
+    _, given_bound = stochastic_parts(a, 2, spec, shp_epsilon=0.02, seed=1, preset="deterministic")
+    assert given_bound["shp"]["coverage_target"] is None and given_bound["shp"]["samples"] < shp["samples"]
+
+
+def test_coverage_sampling_stops_at_the_cap():
+    a = normalized_adjacency(load_graph(SBM).adj)
+    nets = sample_nets(make_sampler("node", a, 10), np.random.default_rng(0), coverage=1.0, max_samples=7)
+    assert nets.samples == 7 and nets.edge_coverage < 1.0
+
+
+def test_partition_prints_samples_and_coverage_and_warns_below_target(tmp_path, capsys):
+    common = [SBM, "--model", "stochastic", "--sampler", "node", "--batch-size", "50", "--parts", "3"]
+    assert main(["partition", *common, "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "stochastic model: " in err and "edge coverage target 0.5); edge coverage " in err
+    assert "warning" not in err
+    assert main(["partition", *common, "--shp-samples", "2", "--out", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    assert "stochastic model: 2 sampled subgraphs (--shp-samples); edge coverage" in err
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and "raise --shp-samples" in warnings[0]
 
 
 def test_edgeless_samples_are_an_input_error():

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS
 from ..errors import InputError
 from ..metrics_log import read_metrics, steady
 
@@ -99,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", required=True, metavar="GRAPH", help="graph file or directory, or synthetic:...")
-    parser.add_argument("--model", default="hypergraph",
-                        choices=["random", "contiguous", "graph", "hypergraph"], help="(default: hypergraph)")
+    parser.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=TRAIN_PARTITIONS,
+                        help=f"partition model (default: {DEFAULT_PARTITION_MODEL})")
     parser.add_argument("--partition-args", default="", metavar="ARGS",
                         help="more 'distgcn partition' arguments, given with '=': "
                              "--partition-args='--symmetrize --preset default'")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import PARTITION_MODELS
+from ..config import DEFAULT_PARTITION_MODEL, PARTITION_MODELS
 from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
 from .options import add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int
 
@@ -19,7 +19,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                            "one shard per rank to DIR.")
     part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
     part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
-    part.add_argument("--model", required=True, choices=PARTITION_MODELS, help="partition model")
+    part.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=PARTITION_MODELS,
+                      help=f"partition model (default: {DEFAULT_PARTITION_MODEL}, whose cut is the exact "
+                           "communication volume)")
     part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
     part.add_argument("--partitioner", choices=PARTITIONERS,
                       help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")

@@ -59,8 +59,12 @@ def add_shp_options(parser: argparse.ArgumentParser) -> None:
     """How many sampled subgraphs the stochastic hypergraph model draws (docs/minibatch.md)."""
     group = parser.add_argument_group("stochastic hypergraph model (--model stochastic)")
     group.add_argument("--shp-epsilon", type=_positive_float, metavar="EPS",
-                       help="Hoeffding bound: error of the mean connectivity-1 per net (default: 0.02)")
+                       help="the Hoeffding bound alone, no coverage target: error of the mean connectivity-1 per "
+                            "net (default: 0.02)")
     group.add_argument("--shp-delta", type=_open_probability, metavar="DELTA",
-                       help="Hoeffding bound: probability that the error exceeds EPS (default: 0.05)")
+                       help="the Hoeffding bound alone, no coverage target: probability that the error exceeds "
+                            "EPS (default: 0.05)")
     group.add_argument("--shp-samples", type=positive_int, metavar="B",
-                       help="draw exactly B subgraphs instead of the Hoeffding bound's number")
+                       help="draw exactly B subgraphs (default: until the Hoeffding bound is met and the "
+                            "subgraphs contain half of the edges, at most 4000 subgraphs; the count and the edge "
+                            "coverage reached are printed)")

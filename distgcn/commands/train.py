@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import (BACKENDS, COMMS, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS, OPTIMIZERS, TRAIN_PARTITIONS,
-                      ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig, RunConfig, SourceConfig,
-                      TrainConfig)
+from ..config import (BACKENDS, COMMS, DEFAULT_PARTITION_MODEL, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS,
+                      OPTIMIZERS, TRAIN_PARTITIONS, ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig,
+                      RunConfig, SourceConfig, TrainConfig)
 from ..errors import InputError
 from .sampler_options import add_sampler_options, sampler_spec
 from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
@@ -25,8 +25,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
     train.add_argument("--graph", metavar="GRAPH",
                        help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
-    train.add_argument("--partition", default="random", choices=TRAIN_PARTITIONS,
-                       help="how rank 0 partitions --graph (default: random)")
+    train.add_argument("--partition", default=DEFAULT_PARTITION_MODEL, choices=TRAIN_PARTITIONS,
+                       help="how rank 0 partitions --graph; hypergraph uses Mt-KaHyPar's deterministic preset, so "
+                            f"that a resumed run gets the same partition (default: {DEFAULT_PARTITION_MODEL})")
     add_vertex_order_option(train, "with --graph: ", None)
     add_graph_options(train)
     train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")

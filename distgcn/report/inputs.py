@@ -15,6 +15,7 @@ import numpy as np
 
 from ..partition_dir import load_listed_shard, read_meta, verify_parts_file
 from ..errors import InputError
+from ..data.snap import file_stem
 from ..metrics_log import read_metrics, steady
 
 ANNOTATIONS = ("label", "ranks", "model", "graph")
@@ -121,7 +122,7 @@ def load_run(path: Path, annotations: dict[str, str]) -> Run:
         records=records,
         ranks=_ranks(annotations.get("ranks", header.get("ranks")), path),
         model=model_label(annotations.get("model", header.get("partition_model"))),
-        graph=annotations.get("graph", graph.get("name") or graph.get("spec")),
+        graph=annotations.get("graph", graph_name(graph)),
         header=header,
     )
 
@@ -149,17 +150,40 @@ def load_partition(path: Path, annotations: dict[str, str]) -> Partition:
                      owned=owned)
 
 
+def graph_name(graph: dict) -> str | None:
+    """A run's graph by name, never by a whole path: the name meta.json gave it, else the spec's file name
+    (``soc-Slashdot0902`` for ``/data/soc-Slashdot0902.txt.gz``; a ``synthetic:`` spec is its own name)."""
+    if graph.get("name"):
+        return graph["name"]
+    spec = graph.get("spec")
+    if not spec or spec.startswith("synthetic:"):
+        return spec
+    return file_stem(Path(spec))
+
+
 def _unique_labels(items: list[Run] | list[Partition]) -> None:
-    """Unlabelled inputs are named by file or directory name, then by more of the path if names clash."""
+    """Unlabelled inputs are named by file or directory name; where names clash, by the fewest trailing parts of
+    their paths that tell them apart (``p1/run``, ``p2/run``), not by whole paths."""
     for item in items:
         if not item.label:
             item.label = item.path.stem if isinstance(item, Run) else item.path.name
-    seen: dict[str, int] = {}
+    clashing: dict[str, list] = {}
     for item in items:
-        seen[item.label] = seen.get(item.label, 0) + 1
-    for item in items:
-        if seen[item.label] > 1:
-            item.label = str(item.path)
+        clashing.setdefault(item.label, []).append(item)
+    for group in clashing.values():
+        if len(group) > 1:
+            for item, label in zip(group, _shortest_distinct_suffixes([item.path for item in group])):
+                item.label = label
+
+
+def _shortest_distinct_suffixes(paths: list[Path]) -> list[str]:
+    """The last k parts of each path (suffix dropped from the file name), k the smallest that tells them apart."""
+    parts = [(*path.parent.parts, path.stem if path.suffix else path.name) for path in paths]
+    for k in range(2, max(len(p) for p in parts) + 1):
+        labels = ["/".join(p[-k:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(path) for path in paths]  # the same path given twice: nothing shorter tells them apart
 
 
 def load_inputs(texts: list[str]) -> tuple[list[Run], list[Partition]]:

@@ -1,0 +1,32 @@
+"""Warnings for a training run that will finish but whose numbers cannot be read as they look.
+
+Each is one line that says what is wrong and what to do; rank 0 prints them before training starts
+(:func:`distgcn.pipeline.run`). They refuse nothing: a test on a laptop may oversubscribe on purpose.
+"""
+
+from __future__ import annotations
+
+__all__ = ["oversubscribed", "random_labels"]
+
+
+def oversubscribed(ranks_on_node: int, cores: int) -> str | None:
+    """More ranks than cores on a node: ranks then wait for a core, and the time an epoch line reports as
+    waiting on communication is mostly that wait."""
+    if ranks_on_node <= cores:
+        return None
+    return (f"warning: {ranks_on_node} ranks share {cores} cores on this node, so each rank waits for a core and "
+            f"the comm share measures that waiting, not communication: launch at most {cores} ranks per node "
+            f"(mpiexec -n {cores}), or spread them over more nodes")
+
+
+def random_labels(spec: str | None, drawn: bool, classes: int) -> str | None:
+    """Labels drawn at random carry no signal: accuracy stays at chance, whatever the run does.
+
+    ``spec`` is the graph's spec (None for a graph given in memory), ``drawn`` whether random features and labels
+    were asked for (``--features F --classes C``), ``classes`` the label count. An R-MAT graph has labels only as
+    random ones; an SBM's are its communities, which the structure predicts (docs/data.md).
+    """
+    if spec is None or spec.startswith("synthetic:sbm") or not (drawn or spec.startswith("synthetic:rmat")):
+        return None
+    return (f"warning: the labels are random ({classes} classes drawn for an unlabelled graph, as the paper does), "
+            f"so accuracy stays near chance (1/{classes}): read this run for time and communication, not accuracy")

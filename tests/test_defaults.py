@@ -1,0 +1,81 @@
+"""Defaults a new user gets without asking (issue #22): one partition model everywhere, and a sound one."""
+
+from __future__ import annotations
+
+import inspect
+from unittest import mock
+import json
+
+
+from conftest import distgcn_in_process
+
+import distgcn
+from distgcn.cli import build_parser
+from distgcn.config import DEFAULT_PARTITION_MODEL, SourceConfig
+from distgcn.partition_dir import read_meta
+
+SPEC = "synthetic:sbm,n=300,classes=3,features=8"
+
+
+def test_one_default_partition_model_everywhere():
+    """partition --model, train --partition, jobs --model and the Python API default to the same model."""
+    parser = build_parser()
+    assert DEFAULT_PARTITION_MODEL == "hypergraph"
+    assert parser.parse_args(["partition", SPEC, "--parts", "2", "--out", "d"]).model == DEFAULT_PARTITION_MODEL
+    assert parser.parse_args(["train", "--graph", SPEC]).partition == DEFAULT_PARTITION_MODEL
+    submit = ["submit", "--out", "d", "--parts", "2"]
+    scaling = ["scaling", "--out", "p{P}", "--parts", "2", "--results", "r"]
+    for sub in (submit, scaling):
+        args = parser.parse_args(["jobs", *sub, "--graph", SPEC])
+        assert args.model == DEFAULT_PARTITION_MODEL, sub
+    assert SourceConfig().partition == DEFAULT_PARTITION_MODEL
+    assert inspect.signature(distgcn.partition).parameters["model"].default == DEFAULT_PARTITION_MODEL
+    assert inspect.signature(distgcn.train).parameters["partition_model"].default == DEFAULT_PARTITION_MODEL
+
+
+def test_partition_without_model_writes_a_hypergraph_partition(tmp_path):
+    out = tmp_path / "part"
+    done = distgcn_in_process(["partition", SPEC, "--parts", "2", "--out", str(out), "--quiet"])
+    assert done.returncode == 0, done.stderr
+    meta = read_meta(out)
+    assert meta["model"] == "hypergraph"
+    random_volume = distgcn.partition(SPEC, 2, "random").metrics["volume"]["total"]
+    assert meta["volume"]["total"] < random_volume
+
+
+def test_train_graph_partitions_the_same_way_twice(tmp_path):
+    """train --graph's default partition is reproducible (a resume must find the checkpoint's partition)."""
+    ids = []
+    for run in range(2):
+        metrics = tmp_path / f"m{run}.jsonl"
+        done = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet", "--metrics", str(metrics)],
+                                  ranks=2)
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(metrics.read_text().splitlines()[0])["run"])
+    assert ids[0]["partition_model"] == "hypergraph"
+    assert ids[0]["partition_id"] == ids[1]["partition_id"]
+
+
+def test_more_ranks_than_cores_is_one_warning_line(tmp_path):
+    """4 ranks on a node of 2 cores: the comm share then measures waiting for a core (issue #22: 101.8%)."""
+    with mock.patch("distgcn.pipeline.available_cores", return_value=2):
+        crowded = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=4)
+        roomy = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=2)
+    assert crowded.returncode == roomy.returncode == 0, crowded.stderr + roomy.stderr
+    warnings = [line for line in crowded.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "4 ranks share 2 cores" in warnings[0] and "mpiexec -n 2" in warnings[0]
+    assert "warning" not in roomy.stderr
+
+
+def test_random_labels_are_one_warning_line(tmp_path):
+    """Random labels train to chance accuracy; a graph with its own labels (here an SBM's communities) does not warn."""
+    edges = tmp_path / "g.txt"
+    edges.write_text("".join(f"{v} {(v * 7 + 1) % 60}\n" for v in range(60)))
+    drawn = distgcn_in_process(["train", "--graph", str(edges), "--features", "4", "--classes", "5", "--epochs", "1",
+                                "--quiet"])
+    learnable = distgcn_in_process(["train", "--graph", SPEC, "--features", "8", "--classes", "3", "--epochs", "1",
+                                    "--quiet"])
+    assert drawn.returncode == learnable.returncode == 0, drawn.stderr + learnable.stderr
+    warnings = [line for line in drawn.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "labels are random" in warnings[0] and "1/5" in warnings[0]
+    assert "warning" not in learnable.stderr
