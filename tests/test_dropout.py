@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
 
-from distgcn import dropout_kernel
-from distgcn.dropout import dropout_key, keyed_dropout, keyed_keep_mask
+from distgcn import dropout, dropout_kernel
+from distgcn.dropout import dropout_key, keyed_dropout, keyed_keep_mask, keyed_keep_values
+from distgcn.hashing import uniforms
+from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
 
 
 def test_mask_is_pinned():
@@ -70,3 +74,71 @@ def test_compiled_pass_gives_the_numpy_mask_times_x_bitwise(dtype, width: int) -
         with np.errstate(invalid="ignore"):  # -inf * 0
             want = x * mask
         np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
+
+
+def test_mask_is_the_documented_hash_of_row_and_column():
+    """Each mask entry from its definition (distgcn/dropout_kernel.py's docstring), in Python ints: entry (r, j) of a
+    width-w mask is lane j mod 4 (16 bits, low lane first) of mix64(r · ceil(w/4) + key · GOLDEN + j div 4) mod 2**64,
+    kept iff the lane is at least round(p · 65536). Checked for the dense mask, the entries of a sparse input, and
+    at a p whose threshold equals one of the lanes (that entry is kept)."""
+    key = dropout_key(5, 4, 1)
+    ids = [0, 1, 7, 2**33 + 5, 123456789]
+
+    def lane(row: int, col: int, width: int) -> int:
+        counter = (row * ((width + 3) // 4) + key * PHI_INCREMENT + col // 4) & MASK
+        return (oracle_mix64(counter) >> (16 * (col % 4))) & 0xFFFF
+
+    for width in (1, 5, 8, 9):
+        lanes = np.array([[lane(r, j, width) for j in range(width)] for r in ids])
+        for p in (0.1, 0.9, int(lanes[-1, -1]) / 65536):
+            want = lanes >= round(p * 65536)
+            np.testing.assert_array_equal(keyed_keep_mask(np.array(ids), width, p, key), want)
+            rows, cols = np.nonzero(np.ones_like(want))
+            got = keyed_keep_values(np.array(ids)[rows], cols, width, p, key)
+            np.testing.assert_array_equal(got, want[rows, cols])
+        assert keyed_keep_mask(np.array(ids), width, int(lanes[-1, -1]) / 65536, key)[-1, -1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_dropout_of_other_dtypes_keeps_and_scales_by_the_definition(dtype) -> None:
+    """Outside the compiled float32/float64 pass (other dtypes, and every GPU tensor), the same mask scaled by
+    1 / (1 - p): p = 0.75 makes the scale 4, exact in every dtype."""
+    x = torch.randn(50, 6, generator=torch.Generator().manual_seed(0)).to(dtype)
+    ids = np.arange(300, 350)
+    y = keyed_dropout(x, ids, 0.75, 9)
+    keep = torch.from_numpy(keyed_keep_mask(ids, 6, 0.75, 9))
+    assert y.dtype == dtype
+    torch.testing.assert_close(y, torch.where(keep, x * 4, torch.zeros_like(x)), rtol=0, atol=0)
+
+
+def test_keep_threshold_is_capped_at_the_largest_lane_for_sparse_entries_too():
+    """p within 2**-17 of 1 rounds to 65536, capped at 65535: entries whose lane is 65535 stay kept, in the dense
+    mask and in the entries of a sparse input alike."""
+    p, key = 1 - 2**-17, dropout_key(2, 0, 0)
+    ids = np.arange(60000)
+    rows, cols = np.nonzero(keyed_keep_mask(ids, 4, p, key))
+    assert rows.size > 0
+    for r, c in zip(rows[:3].tolist(), cols[:3].tolist()):
+        assert (oracle_mix64((r + key * PHI_INCREMENT + c // 4) & MASK) >> (16 * c)) & 0xFFFF == 65535
+    assert keyed_keep_values(ids[rows], cols, 4, p, key).all()
+
+
+def test_hashing_wraps_modulo_2_64_without_a_warning():
+    """Keys times GOLDEN overflow by design (arithmetic modulo 2**64): no caller may see an overflow warning."""
+    ids = np.arange(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        key = dropout_key(2**64 - 1, 2**63, 7)
+        uniforms(key, ids)
+        keyed_keep_mask(ids, 3, 0.5, key)
+        keyed_keep_values(ids, ids % 3, 3, 0.5, key)
+        x = np.ones((5, 3))
+        dropout_kernel.masked_scale(x, ids, 0.5, key, np.empty_like(x))
+
+
+def test_cpu_dropout_takes_the_compiled_pass_and_stores_no_mask():
+    """On the CPU in float32/float64 the mask is never materialised (distgcn/memory.py counts no mask there)."""
+    x = torch.ones(8, 5, dtype=torch.float64)
+    with mock.patch.object(dropout, "keyed_keep_mask", side_effect=AssertionError("mask built")):
+        for dtype in (torch.float32, torch.float64):
+            keyed_dropout(x.to(dtype), np.arange(8), 0.5, 3)
