@@ -31,7 +31,7 @@ def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.n
         base = np.asarray(row_ids, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * GOLDEN
     counter = np.add.outer(base, np.arange(groups, dtype=np.uint64))
     lanes = mix64_inplace(counter).astype("<u8", copy=False).view("<u2")[:, :width]
-    return lanes >= np.uint16(min(65535, round(p * 65536)))
+    return lanes >= np.uint16(dropout_kernel.keep_threshold(p))
 
 
 def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
@@ -46,14 +46,15 @@ def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int
         counter = (np.asarray(entry_rows, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * GOLDEN
                    + (cols >> np.uint64(2)))
     lanes = mix64_inplace(counter) >> ((cols & np.uint64(3)) * np.uint64(16))
-    return (lanes & np.uint64(0xFFFF)) >= np.uint64(min(65535, round(p * 65536)))
+    return (lanes & np.uint64(0xFFFF)) >= np.uint64(dropout_kernel.keep_threshold(p))
 
 
 class _KeyedDropout(torch.autograd.Function):
     """Forward and backward by :mod:`distgcn.dropout_kernel`; the backward regenerates the mask."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, x: torch.Tensor, row_ids: np.ndarray, p: float,  # type: ignore[override]
+                key: int) -> torch.Tensor:
         ctx.mask = (row_ids, p, key)
         x = x.detach().contiguous().numpy()
         return torch.from_numpy(dropout_kernel.masked_scale(x, row_ids, p, key, np.empty_like(x)))

@@ -22,7 +22,10 @@ def default_threads(ranks_per_node: int) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use (numba: :func:`follow_torch_threads`)."""
+    """Torch intra-op threads and the BLAS/OpenMP pools that torch and numpy use.
+
+    numba's pool follows torch's count at each kernel call (:func:`follow_torch_threads`).
+    """
     import torch
 
     torch.set_num_threads(threads)

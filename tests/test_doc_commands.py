@@ -68,7 +68,8 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout)
 
 

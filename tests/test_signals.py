@@ -232,7 +232,8 @@ def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster
 
 
 def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path):
-    """An abort right after the line can overtake it in the launcher (hydra lost it 3 times in 40): wait for the read."""
+    """An abort right after the line can overtake it in the launcher (hydra lost it 3 times in 40): wait for the
+    read."""
     from distgcn.signals import wait_until_read
     read_end, write_end = os.pipe()
     try:

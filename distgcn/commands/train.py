@@ -53,8 +53,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
                             "rounding of what crosses ranks (default: --dtype, no conversion)")
     train.add_argument("--threads", type=positive_int,
-                       help="compute threads per rank (torch, BLAS and our numba kernels); default: SLURM_CPUS_PER_TASK under "
-                            "Slurm, else the node's cores divided by the ranks on the node")
+                       help="compute threads per rank (torch, BLAS and our numba kernels); default: "
+                            "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
     train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
                        help="local sparse product: auto = numba on the CPU (our loop on --threads threads; on one "
                             "thread scipy's CSR product below 32 columns), torch CSR on a GPU "
