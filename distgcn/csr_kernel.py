@@ -75,3 +75,10 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
     _compiled()(indptr, indices, data, dense, out, bounds)
+
+
+def compile_now(dtype: np.dtype) -> None:
+    """Compile (or load from numba's cache) the product for ``dtype`` and int32 indices on a 1 x 1 matrix, before
+    a rank's large arrays exist (as :func:`distgcn.dropout_kernel.compile_now`)."""
+    one = np.ones((1, 1), dtype=dtype)
+    add_product(np.array([0, 1], dtype=np.int32), np.zeros(1, dtype=np.int32), one[0], one, np.zeros_like(one))

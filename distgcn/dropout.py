@@ -49,6 +49,34 @@ def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int
     return (lanes & np.uint64(0xFFFF)) >= np.uint64(dropout_kernel.keep_threshold(p))
 
 
+def _compiled_path(x: torch.Tensor) -> bool:
+    """Whether ``x`` takes :mod:`distgcn.dropout_kernel`'s compiled pass (CPU, float32/float64, 2D)."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.dim() == 2
+
+
+def _dropped(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+    """x · mask as a new tensor outside autograd (the compiled pass, or the mask path elsewhere)."""
+    if _compiled_path(x):
+        x = x.detach().contiguous().numpy()
+        return torch.from_numpy(dropout_kernel.masked_scale(x, row_ids, p, key, np.empty_like(x)))
+    return x.detach() * _scaled_mask(x, row_ids, p, key)
+
+
+def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+    """x · mask into x itself, for a tensor that nothing else refers to (no second copy of it)."""
+    if _compiled_path(x) and x.is_contiguous():
+        array = x.detach().numpy()
+        dropout_kernel.masked_scale(array, row_ids, p, key, array)
+        return x
+    return x.mul_(_scaled_mask(x, row_ids, p, key))
+
+
+def _scaled_mask(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+    """keyed_keep_mask · 1/(1 - p) in x's dtype, on x's device."""
+    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
+    return keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
 class _KeyedDropout(torch.autograd.Function):
     """Forward and backward by :mod:`distgcn.dropout_kernel`; the backward regenerates the mask."""
 
@@ -56,13 +84,11 @@ class _KeyedDropout(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, row_ids: np.ndarray, p: float,  # type: ignore[override]
                 key: int) -> torch.Tensor:
         ctx.mask = (row_ids, p, key)
-        x = x.detach().contiguous().numpy()
-        return torch.from_numpy(dropout_kernel.masked_scale(x, row_ids, p, key, np.empty_like(x)))
+        return _dropped(x, row_ids, p, key)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        grad = grad.contiguous().numpy()
-        return torch.from_numpy(dropout_kernel.masked_scale(grad, *ctx.mask, np.empty_like(grad))), None, None, None
+        return _dropped(grad, *ctx.mask), None, None, None
 
 
 def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
@@ -75,7 +101,59 @@ def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> t
     """
     if p <= 0.0:
         return x
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.dim() == 2:
+    if _compiled_path(x):
         return _KeyedDropout.apply(x, row_ids, p, key)
-    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    return x * _scaled_mask(x, row_ids, p, key)
+
+
+CHUNK_BYTES = 1 << 24
+"""How much of x :func:`keyed_dropout_matmul` drops at a time: 16 MiB slices, never a dropped copy of all x."""
+
+
+def _row_chunks(x: torch.Tensor) -> list[slice]:
+    """Consecutive row slices of x of about CHUNK_BYTES each."""
+    step = max(1, CHUNK_BYTES // max(1, x.shape[1] * x.element_size()))
+    return [slice(start, start + step) for start in range(0, x.shape[0], step)]
+
+
+class _KeyedDropoutMatmul(torch.autograd.Function):
+    """dropout(x) @ w that keeps x, not dropout(x), and drops x a slice of rows at a time both ways.
+
+    x is alive anyway (the features, or the ReLU output that ReLU's own backward
+    keeps), so no activation is held twice, and a layer's widest transient is a
+    slice, not a copy of x. The weight gradient sums the slices' products in row
+    order: the same result on every run and thread count, but not the bits of one
+    product over all rows.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray,  # type: ignore[override]
+                p: float, key: int) -> torch.Tensor:
+        ctx.mask = (p, key)
+        ctx.row_ids = row_ids
+        ctx.save_for_backward(x, weight)
+        out = x.new_empty((x.shape[0], weight.shape[1]))
+        for rows in _row_chunks(x):
+            torch.mm(_dropped(x[rows], row_ids[rows], p, key), weight, out=out[rows])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        row_ids = ctx.row_ids
+        grad_x = grad_weight = None
+        if ctx.needs_input_grad[1]:
+            for rows in _row_chunks(x):  # mm, not addmm_, so that one slice gives the bits of one product
+                part = _dropped(x[rows], row_ids[rows], *ctx.mask).t().mm(grad[rows])
+                grad_weight = part if grad_weight is None else grad_weight.add_(part)
+        if ctx.needs_input_grad[0]:
+            grad_x = _drop_in_place(grad.mm(weight.t()), row_ids, *ctx.mask)
+        return grad_x, grad_weight, None, None, None
+
+
+def keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
+                         key: int) -> torch.Tensor:
+    """keyed_dropout(x, ...) @ weight, without storing the dropped x for the backward pass."""
+    if p <= 0.0:
+        return x @ weight
+    return _KeyedDropoutMatmul.apply(x, weight, row_ids, p, key)

@@ -7,14 +7,18 @@ CUDA or MPI libraries), term by term, following trainer.py, spmm.py,
 halo.py, model.py and dropout.py:
 
 - the shard as loaded (host memory, kept for the whole run);
-- the local Â as torch CSR tensors: owned block and its transpose, the halo
-  block split by sender (each with its own row pointer) and its transpose;
+- the local Â in the kernel's form: the owned block, one halo block per
+  sender (each with its own row pointer), int32 indices where they fit
+  (scipy, numba) or int64 (torch, which also builds each halo block's
+  transpose on the first backward pass); the owned block's transpose only
+  where it is not its own (a directed graph; counted unless known);
 - features, labels, masks, the send index;
 - weights, their gradients and the optimizer state;
 - halo and send buffers, one pair per distinct width that crosses ranks;
 - activations: what autograd keeps from the training forward pass, plus the
-  largest transient (a dropout mask being drawn, or a layer's outputs
-  before the previous one is released), or the backward pass's gradients.
+  largest transient (a layer's products and the kernel's temporary), or the
+  backward pass's gradients. Dropout keeps no mask on the CPU, and a layer
+  that multiplies dropout(H) by W keeps H, not dropout(H) (dropout.py).
 
 On a GPU every tensor term is device memory and the shard stays on the host.
 On a CPU both are in the same memory, and tensors that torch builds without
@@ -36,8 +40,6 @@ ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
 """Tensors of a parameter's size that the optimizer keeps (Adam: two moments; SGD without momentum: none)."""
 _INDEX = 8  # int64 row pointers, column indices and row lists
-_HASH_WORDS = 3
-"""uint64 arrays of (rows x width/4) alive at once while a dropout mask is hashed (hashing.mix64_inplace)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class ShardSizes:
     feature_itemsize: int
     adjacency_itemsize: int
     classes: int
+    owned_symmetric: bool | None = None
+    """Whether the owned block is its own transpose (then no transpose is stored); None: unknown, counted."""
 
 
 def sizes_of(shard) -> ShardSizes:
@@ -192,39 +196,59 @@ def exchanged_width(fan_in: int, fan_out: int) -> int:
 
 
 def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
-    """Peak bytes of activations and their gradients over one training step of ``n`` rows.
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows (model.py).
 
-    Dropout masks are hashed in host memory (numpy) and then copied to the
-    tensors' device, so on a GPU only the copied mask counts.
+    A product by Â holds its input, its output and the kernel's temporary (the
+    libraries' products return a new array that is then added in). On a GPU a
+    dropout that feeds Â keeps its float mask for the backward pass.
     """
     saved = 0
     peak = 0
-    layers = len(widths) - 1
     for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        mask = n * a if dropout > 0 and layer > 0 else 0  # kept for the input's gradient (not the features')
-        if dropout > 0:  # hashing the mask, then x * keep and its scaled copy next to the result
-            hashing = 0 if on_gpu else _HASH_WORDS * 8 * n * ((a + 3) // 4) + n * a
-            peak = max(peak, saved + max(hashing, n * a + 2 * n * a * s))
-        if b < a:  # Â (H W): keeps dropout(H); H W and the SpMM output, then bias and ReLU pairwise
-            peak = max(peak, saved + n * a * s + mask + 2 * n * b * s)
-        else:  # (Â H) W: dropout(H) lives until Â H is formed and multiplied by W
-            peak = max(peak, saved + 2 * n * a * s + mask + n * b * s, saved + n * a * s + mask + 2 * n * b * s)
-        saved += n * a * s + mask + n * b * s  # the layer input to the weight product, and its output
+        if b < a:  # dropout(H) W a slice at a time, keeping H: H W, Â (H W) and its temporary, then bias and ReLU
+            peak = max(peak, saved + 3 * n * b * s)
+        else:  # Â dropout(H), kept for W's gradient: dropout(H), Â H and its temporary; then (Â H) W, bias, ReLU
+            mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
+            dropped = n * a * s if dropout > 0 else 0
+            saved += mask
+            peak = max(peak, saved + dropped + 2 * n * a * s, saved + n * a * s + 2 * n * b * s)
+            saved += n * a * s
+        saved += n * b * s  # the ReLU output (the logits on the last layer)
     widest = max(exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:]))
-    backward = saved + 2 * n * max(widths[1:] + [widest]) * s  # a layer's output gradient and the next one
-    return max(peak, backward) if layers else 0
+    backward = saved + 3 * n * max(widths[1:] + [widest]) * s  # an output gradient, Âᵀ G and its temporary
+    return max(peak, backward) if len(widths) > 1 else 0
 
 
-def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool) -> dict[str, int]:
-    """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs."""
+def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
+    """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
+    n, h = sizes.rows, sizes.halo_rows
+    narrow = kernel != "torch" and max(n + h, sizes.nnz_owned + sizes.nnz_halo) < 2**31
+    index = 4 if narrow else _INDEX
+    owned = (n + 1) * index + sizes.nnz_owned * (index + s)
+    halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
+    total = owned + halo
+    if not sizes.owned_symmetric:
+        total += owned
+    if kernel == "torch":  # each halo block's transpose, built on the first backward pass
+        total += (h + sizes.senders) * _INDEX + sizes.nnz_halo * (_INDEX + s)
+    return total
+
+
+def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "auto") -> dict[str, int]:
+    """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs.
+
+    ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
+    Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba: about 260 MiB of a CPU rank).
+    """
     s = ITEMSIZE[model.dtype]
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
     widths = model.widths(sizes.features, sizes.classes)
     params = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
     exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
+    if kernel == "auto":
+        kernel = "torch" if on_gpu else "numba"
     terms = {
-        "adjacency": 2 * (n + 1) * _INDEX + 2 * sizes.nnz_owned * (_INDEX + s)
-                     + sizes.senders * (n + 1) * _INDEX + (h + 1) * _INDEX + 2 * sizes.nnz_halo * (_INDEX + s),
+        "adjacency": adjacency_bytes(sizes, s, kernel),
         "features": n * sizes.features * s,
         "labels_masks": n * (_INDEX + 3),
         "plan": r * _INDEX,
@@ -239,7 +263,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool) -> dict[str, in
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
-        + (sizes.nnz_owned * s if sizes.adjacency_itemsize == s else 0) + n * 3 + r * _INDEX
+        + (sizes.nnz_owned * s if kernel == "torch" and sizes.adjacency_itemsize == s else 0) + n * 3 + r * _INDEX
     terms["shard"] = shard - shared
     terms["total"] = sum(terms.values())
     return terms

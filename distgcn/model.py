@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .dropout import dropout_key, keyed_dropout
+from .dropout import dropout_key, keyed_dropout, keyed_dropout_matmul
 from .sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
@@ -69,11 +69,8 @@ class GCN(nn.Module):
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
             h = h.matmul(weight, p, key)
             return h if local else aggregate(h)
-        if p > 0.0:
-            h = keyed_dropout(h, row_ids, p, key)
-        if local:
-            return h @ weight
         # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
-        if weight.shape[1] < weight.shape[0]:
-            return aggregate(h @ weight)
-        return aggregate(h) @ weight
+        if local or weight.shape[1] < weight.shape[0]:
+            h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
+            return h if local else aggregate(h)
+        return aggregate(keyed_dropout(h, row_ids, p, key)) @ weight

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from distgcn import dropout, dropout_kernel
-from distgcn.dropout import dropout_key, keyed_dropout, keyed_keep_mask, keyed_keep_values
+from distgcn.dropout import dropout_key, keyed_dropout, keyed_dropout_matmul, keyed_keep_mask, keyed_keep_values
 from distgcn.hashing import uniforms
 from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
 
@@ -142,3 +142,63 @@ def test_cpu_dropout_takes_the_compiled_pass_and_stores_no_mask():
     with mock.patch.object(dropout, "keyed_keep_mask", side_effect=AssertionError("mask built")):
         for dtype in (torch.float32, torch.float64):
             keyed_dropout(x.to(dtype), np.arange(8), 0.5, 3)
+
+
+@pytest.mark.parametrize("dtype,chunk_bytes", [(torch.float64, dropout.CHUNK_BYTES),
+                                               (torch.float32, dropout.CHUNK_BYTES),
+                                               (torch.bfloat16, dropout.CHUNK_BYTES),
+                                               (torch.float64, 100), (torch.float32, 100)])
+@pytest.mark.parametrize("x_needs_grad", [True, False])
+def test_dropout_then_product_equals_the_two_steps(dtype, x_needs_grad: bool, chunk_bytes: int,
+                                                   monkeypatch) -> None:
+    """keyed_dropout_matmul gives the output and both gradients of keyed_dropout(x) @ w, on the compiled pass and
+    on the mask path (bfloat16, as on a GPU): bit for bit in one slice of rows; in many slices (100 bytes: 1-3
+    rows each) the weight gradient sums the slices, so equal up to rounding (not checked in bfloat16, whose
+    rounding of 20 partial sums is as large as a missing row)."""
+    one_slice = chunk_bytes == dropout.CHUNK_BYTES
+    monkeypatch.setattr(dropout, "CHUNK_BYTES", chunk_bytes)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(40, 12, generator=gen).to(dtype)
+    w = torch.randn(12, 5, generator=gen).to(dtype)
+    g = torch.randn(40, 5, generator=gen).to(dtype)
+    ids = np.arange(700, 740)
+    results = []
+    for fused in (True, False):
+        xi, wi = x.clone().requires_grad_(x_needs_grad), w.clone().requires_grad_(True)
+        y = keyed_dropout_matmul(xi, wi, ids, 0.4, 17) if fused else keyed_dropout(xi, ids, 0.4, 17) @ wi
+        y.backward(g)
+        results.append((y.detach(), wi.grad, xi.grad))
+    (y1, gw1, gx1), (y2, gw2, gx2) = results
+    tolerance = {"rtol": 0, "atol": 0} if one_slice else {}
+    torch.testing.assert_close(y1, y2, **tolerance)
+    torch.testing.assert_close(gw1, gw2, **tolerance)
+    if x_needs_grad:
+        torch.testing.assert_close(gx1, gx2, **tolerance)
+    else:
+        assert gx1 is None and gx2 is None
+
+
+def test_dropout_then_product_keeps_only_its_inputs_for_the_backward() -> None:
+    """What autograd saves for dropout(x) @ w is x and w themselves: no dropped copy of x (distgcn/memory.py
+    counts none), while the two-step form saves one."""
+    x = torch.randn(30, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, 3, dtype=torch.float64, requires_grad=True)
+
+    def saved_storages(fn) -> set[int]:
+        storages: set[int] = set()
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            storages.add(t.untyped_storage().data_ptr())
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn()
+        return storages
+
+    inputs = {x.untyped_storage().data_ptr(), w.untyped_storage().data_ptr()}
+    assert saved_storages(lambda: keyed_dropout_matmul(x, w, np.arange(30), 0.5, 1)) <= inputs
+    assert not saved_storages(lambda: keyed_dropout(x, np.arange(30), 0.5, 1) @ w) <= inputs
+
+
+def test_dropout_then_product_without_dropout_is_the_plain_product() -> None:
+    x, w = torch.randn(6, 4, dtype=torch.float64), torch.randn(4, 2, dtype=torch.float64)
+    assert torch.equal(keyed_dropout_matmul(x, w, np.arange(6), 0.0, 5), x @ w)

@@ -231,7 +231,8 @@ def _memory_report(out: Path) -> list[dict]:
     return report
 
 
-def test_predicted_peak_memory_within_25_percent_on_cpu(tmp_path):
+@pytest.mark.parametrize("kernel", ["torch", "numba"])
+def test_predicted_peak_memory_within_25_percent_on_cpu(tmp_path, kernel: str):
     """Measured: peak resident set minus a baseline after imports and a warm-up (see memory_check.py).
 
     glibc's mmap threshold is pinned at 64 KiB so that freed tensors leave the
@@ -241,7 +242,7 @@ def test_predicted_peak_memory_within_25_percent_on_cpu(tmp_path):
     write_partition(GraphOptions(spec="synthetic:sbm,n=40000,features=64"), parts, 2, "random", quiet=True)
     out = tmp_path / "memory.json"
     proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(MEMORY_CHECK), str(out), str(parts), "gloo",
-                           "96", "3", "float64", "2"], capture_output=True, text=True, timeout=300,
+                           "96", "3", "float64", "2", kernel], capture_output=True, text=True, timeout=300,
                           env=_env({"MALLOC_MMAP_THRESHOLD_": "65536"}))
     assert proc.returncode == 0, proc.stderr
     report = _memory_report(out)
@@ -265,6 +266,6 @@ def test_predicted_peak_memory_within_25_percent_on_gpu(tmp_path):
     parts = tmp_path / "parts"
     write_partition(GraphOptions(spec="synthetic:sbm,n=40000,features=64"), parts, ranks, "random", quiet=True)
     out = tmp_path / "memory.json"
-    proc = torchrun([str(MEMORY_CHECK), str(out), str(parts), "nccl", "96", "3", "float64", "2"], ranks=ranks)
+    proc = torchrun([str(MEMORY_CHECK), str(out), str(parts), "nccl", "96", "3", "float64", "2", "torch"], ranks=ranks)
     assert proc.returncode == 0, proc.stderr
     assert all(rank["device"].startswith("cuda") for rank in _memory_report(out))

@@ -5,7 +5,7 @@ baseline taken after imports, the transport and a small warm-up step (so that
 library code paged in on first use is not counted), with the peak reset at the
 baseline through /proc/self/clear_refs. On a GPU: torch.cuda.max_memory_allocated.
 Rank 0 writes one JSON list, one entry per rank.
-Usage: memory_check.py OUT.json DIR BACKEND HIDDEN LAYERS DTYPE EPOCHS
+Usage: memory_check.py OUT.json DIR BACKEND HIDDEN LAYERS DTYPE EPOCHS KERNEL
 """
 
 import gc
@@ -51,7 +51,7 @@ def warm_up(device: torch.device) -> None:
 
 
 def main() -> None:
-    out, directory, backend, hidden, layers, dtype, epochs = sys.argv[1:8]
+    out, directory, backend, hidden, layers, dtype, epochs, kernel = sys.argv[1:9]
     transport = make_transport(backend)
     device = transport.device
     warm_up(device)
@@ -65,7 +65,7 @@ def main() -> None:
         baseline = status_kib("VmRSS") * 1024
     shard = load_own_shard(transport, directory)
     config = TrainConfig(layers=int(layers), hidden=(int(hidden),), epochs=int(epochs), dtype=dtype)
-    trainer = Trainer(shard, transport, config, kernel="torch")
+    trainer = Trainer(shard, transport, config, kernel=kernel)
     for _record in trainer.epochs():
         pass
     if device.type == "cuda":
@@ -73,7 +73,7 @@ def main() -> None:
     else:
         measured = status_kib("VmHWM") * 1024 - baseline
     sizes = shard_sizes(Path(directory) / shard_filename(transport.rank))
-    predicted = predict(sizes, config, device.type == "cuda")
+    predicted = predict(sizes, config, device.type == "cuda", kernel)
     report = transport.allgather_object({"rank": transport.rank, "device": str(device), "measured": measured,
                                          "predicted": predicted})
     if transport.rank == 0:
