@@ -18,7 +18,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator
 
 from ..safe_io import PNG_MARKER, REPORT_FIGURE, write_file
-from .analysis import SPLIT_PARTS, Timing, colour_limits, describe, model_groups, scaling_series, timing
+from .analysis import SPLIT_PARTS, colour_limits, describe, model_groups, scaling_series, timing
 from .inputs import Partition, Run
 
 DPI = 100
@@ -84,14 +84,13 @@ def curves(runs: list[Run], path: Path) -> Path:
     return _save(fig, path)
 
 
-def _oversubscription_note(run_or_timing: Run | Timing) -> str:
-    marked = run_or_timing.oversubscribed
-    if marked is None:
+def _oversubscription_note(run: Run) -> str:
+    if run.oversubscribed is None:
         return "cores per node not recorded"
-    if isinstance(run_or_timing, Run) and marked:
-        ranks, cores = run_or_timing.node
+    if run.oversubscribed:
+        ranks, cores = run.node
         return f"OVERSUBSCRIBED: {ranks} ranks on {cores} cores, times include waiting for a core"
-    return "OVERSUBSCRIBED: times include waiting for a core" if marked else "not oversubscribed"
+    return "not oversubscribed"
 
 
 def time_split(run: Run, path: Path) -> Path:
@@ -301,8 +300,8 @@ def comm_heatmap(part: Partition, path: Path, limits: tuple[float, float], share
     vmin, vmax = limits
     image = ax.imshow(masked, cmap=colormaps["viridis"].with_extremes(bad="lightgrey"), interpolation="nearest",
                       vmin=vmin, vmax=vmax)
-    scale = f"colour scale shared by the {shared_by} partitions of this graph" if shared_by > 1 else "colour scale"
-    fig.colorbar(image, ax=ax, label=f"rows of H sent per SpMM ({scale}: {vmin:g} to {vmax:g})")
+    shared = f"; scale shared by the {shared_by} partitions of {part.graph or 'this graph'}" if shared_by > 1 else ""
+    fig.colorbar(image, ax=ax, label=f"rows of H sent per SpMM{shared}")
     if nparts <= ANNOTATE_MAX_P:
         threshold = (vmin + vmax) / 2
         for i in range(nparts):
