@@ -131,6 +131,14 @@ def validate_minibatch_fields(meta: dict, directory: Path) -> dict:
     return meta
 
 
+def minibatch_volume(meta: dict) -> float | None:
+    """The stochastic model's objective: its cut over the sampled minibatches divided by their count, an unbiased
+    estimate of the rows one minibatch SpMM moves (partition/stochastic.py); None for any other model."""
+    samples = meta.get("shp_samples")
+    km1 = meta.get("partition_info", {}).get("km1_reported")
+    return km1 / samples if meta.get("model") == "stochastic" and samples and km1 is not None else None
+
+
 def graph_source(options: GraphOptions) -> dict:
     """How a graph was read, as meta.json's ``graph`` object records it."""
     return {"spec": options.spec, "symmetrize": options.symmetrize, "feature_norm": options.feature_norm,

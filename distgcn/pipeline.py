@@ -103,6 +103,8 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
             progress.detail(line)
     ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks
     if header is not None:
+        # rank 0's node, as its warning says: a report marks runs whose times include waiting for a core
+        header["node"] = {"ranks": ranks_on_node, "cores": available_cores(), "device": transport.device.type}
         for warning in _unsound(config, header, ranks_on_node, transport.device.type, shard.num_classes):
             progress.warn(warning)
     agreed(lambda: _check_memory(shard, train, transport, kernel))

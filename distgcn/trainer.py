@@ -58,6 +58,8 @@ EPOCH_REDUCTIONS = {
                     MAX),
 }
 """How each field of an epoch's metrics combines over ranks: totals, or the slowest (busiest) rank's value."""
+SPLIT_KEYS = ("compute_s", "comm_wait_s", "allreduce_s")
+"""The parts of an epoch's time on one rank; they add up to that rank's epoch_s."""
 
 
 class Trainer:
@@ -182,7 +184,13 @@ class Trainer:
                  "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
                  "comm_wait_s": c.comm_wait_s, "allreduce_s": c.allreduce_s, "max_rank_halo_rows": c.halo_rows,
                  "spmm_exchanges": c.spmm_exchanges}
-        total = allreduce_named(self.transport, [local], EPOCH_REDUCTIONS)[0]
+        ranks, me = self.transport.size, self.transport.rank
+        # every rank's own split, gathered by one sum (each rank fills its own slots), in the same allreduce
+        per_rank = {f"{key}@{rank}": local[key] if rank == me else 0.0
+                    for rank in range(ranks) for key in ("epoch_s", *SPLIT_KEYS)}
+        total = allreduce_named(self.transport, [{**local, **per_rank}],
+                                {**EPOCH_REDUCTIONS, **dict.fromkeys(per_rank, SUM)})[0]
+        slowest = max(range(ranks), key=lambda rank: total[f"epoch_s@{rank}"])
         counts = self.global_counts
 
         def accuracy(name: str) -> float:
@@ -192,7 +200,9 @@ class Trainer:
                 **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
                 **{key: total[key] for key in ("epoch_s", "compute_s", "comm_wait_s", "allreduce_s")},
                 **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
-                                                    "spmm_exchanges")}}
+                                                    "spmm_exchanges")},
+                # the slowest rank's own split: unlike the per-key maxima above, it adds up to epoch_s
+                "slowest_rank": slowest, **{f"slowest_{key}": total[f"{key}@{slowest}"] for key in SPLIT_KEYS}}
 
     def model_config(self) -> str:
         """Everything that shapes the model, its updates and its batches, canonically; a checkpoint must match it."""

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from distgcn.config import ModelConfig
 from distgcn.memory import predict, shard_sizes, sizes_of
-from distgcn.partition_dir import load_listed_shard, read_meta, validate_minibatch_fields, verify_parts_file
+from distgcn.partition_dir import (load_listed_shard, minibatch_volume, read_meta, validate_minibatch_fields,
+                                  verify_parts_file)
 
 JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
@@ -115,10 +116,7 @@ def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | No
     if spec is not None:
         extra = "".join(f", {name} {value}" for name, value in sorted(spec.get("options", {}).items()))
         sampler = f"{spec['name']} (batch {spec['batch_size']}{extra})"
-    samples = meta.get("shp_samples")
-    km1 = meta.get("partition_info", {}).get("km1_reported")
-    volume = km1 / samples if meta.get("model") == "stochastic" and samples and km1 is not None else None
-    return sampler, samples, volume
+    return sampler, meta.get("shp_samples"), minibatch_volume(meta)
 
 
 def compare(directories: Sequence[str], options: ModelConfig = ModelConfig()) -> list[Compared]:

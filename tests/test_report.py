@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import struct
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 from distgcn.cli import main
 from distgcn.commands.jobs import load_metrics, scaling_table
 from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.report.inputs import load_inputs
+from distgcn.report.analysis import SPLIT_PARTS, colour_limits, model_groups, setting_groups, timing
+from distgcn.report.figures import curves, graph_panels, partition_panels, run_style
+from distgcn.report.inputs import Partition, load_inputs
 from distgcn.schema import EPOCH_KEYS
 from partition.metrics import comm_matrix
 
@@ -22,6 +25,7 @@ from conftest import run_distgcn
 pytest.importorskip("matplotlib")
 
 GRAPH = "synthetic:sbm,n=300,classes=3,features=8"
+SBM_NAME = "sbm-n300-c3-f8-d10-p0.8-s0"  # the name partition gives that graph in meta.json
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -33,18 +37,27 @@ def partition_dir(tmp_path_factory) -> Path:
     return out
 
 
-def write_metrics(path: Path, epoch_ms: float, *, ranks: int | None, model: str | None, epochs: int = 6) -> Path:
-    """A synthetic metrics file: steady epochs of ``epoch_ms`` after a slower first one."""
+def write_metrics(path: Path, epoch_ms: float, *, ranks: int | None, model: str | None, epochs: int = 6,
+                  graph: str = "toy", cores: int | None = None) -> Path:
+    """A synthetic metrics file: steady epochs of ``epoch_ms`` after a slower first one.
+
+    The per-key maxima (compute 60%, halo wait 50%, allreduce 10% of the epoch) add up to more than the epoch,
+    as when different ranks are slowest in different parts; the slowest rank's own split (50/40/10) adds up to it.
+    ``cores``: record rank 0's node as ``ranks`` ranks on that many cores.
+    """
     lines = []
     for epoch in range(1, epochs + 1):
         epoch_s = (epoch_ms * (3 if epoch == 1 else 1)) / 1e3
         record = {"epoch": epoch, "loss": 1.0 / epoch, "train_acc": 0.5 + epoch / 100, "val_acc": 0.4 + epoch / 100,
                   "test_acc": 0.3 + epoch / 100, "epoch_s": epoch_s, "compute_s": 0.6 * epoch_s,
-                  "comm_wait_s": 0.3 * epoch_s, "allreduce_s": 0.1 * epoch_s, "halo_rows": 1000 * (ranks or 1),
+                  "comm_wait_s": 0.5 * epoch_s, "allreduce_s": 0.1 * epoch_s, "halo_rows": 1000 * (ranks or 1),
                   "halo_bytes": 32000 * (ranks or 1), "messages": 6, "max_rank_halo_rows": 400,
-                  "spmm_exchanges": 5}
+                  "spmm_exchanges": 5, "slowest_rank": 0, "slowest_compute_s": 0.5 * epoch_s,
+                  "slowest_comm_wait_s": 0.4 * epoch_s, "slowest_allreduce_s": 0.1 * epoch_s}
         if epoch == 1 and ranks is not None:
-            record["run"] = {"ranks": ranks, "partition_model": model, "graph": {"name": "toy"}}
+            record["run"] = {"ranks": ranks, "partition_model": model, "graph": {"name": graph}}
+            if cores is not None:
+                record["run"]["node"] = {"ranks": ranks, "cores": cores, "device": "cpu"}
         lines.append(json.dumps(record))
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -95,7 +108,10 @@ def test_partition_models_are_compared_from_partition_directories(tmp_path, part
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "report"
     assert report([str(partition_dir), str(other)], out) == 0
-    assert png_size(out / "models-partitions.png") == (1400, 450)
+    _, partitions = load_inputs([str(partition_dir), str(other)])
+    panels = [title for title, _, _ in partition_panels(model_groups(partitions))]
+    assert panels[0] == "total volume" and "load imbalance" in panels
+    assert png_size(out / "models-partitions.png") == (max(700, 350 * len(panels)), 450)
     assert not (out / "curves.png").exists()  # no runs given, no run figures
 
 
@@ -110,23 +126,136 @@ def test_comm_matrix_read_from_shards_equals_the_partition_metric(partition_dir)
     np.testing.assert_array_equal(part.nonzeros, np.bincount(parts, weights=np.diff(a_hat.indptr)).astype(int))
 
 
+def summary_rows(text: str) -> dict[str, list[str]]:
+    return {line.split(" | ")[0].lstrip("| "): line.strip("| ").split(" | ")
+            for line in text.splitlines() if line.startswith("| ")}
+
+
 def test_summary_tables(tmp_path, runs, partition_dir):
     out = tmp_path / "report"
     assert report([*map(str, runs), str(partition_dir)], out) == 0
     text = (out / "summary.md").read_text()
-    rows = {line.split(" | ")[0].lstrip("| "): line.strip("| ").split(" | ")
-            for line in text.splitlines() if line.startswith("| ")}
-    # run, graph, model, P, epochs, final loss, final test acc, best val (test), epoch, compute, wait, allreduce
-    assert rows["rp4"][:9] == ["rp4", "toy", "RP", "4", "6", "0.1667", "0.3600", "0.4600 (0.3600)", "50.00"]
-    assert rows["hp4"][2:4] == ["HP", "4"] and rows["shp4"][2] == "SHP" and rows["gp4"][2] == "GP"
-    assert rows["rp4"][9:12] == ["30.00", "15.00", "5.00"]  # the first (slower) epoch is left out
+    rows = summary_rows(text)
+    # run, file, graph, model, P, ranks/cores, epochs, final loss, final test acc, best val (test), epoch, IQR
+    assert rows["toy, RP, P=4"][:11] == ["toy, RP, P=4", "rp4", "toy", "RP", "4", "?", "6", "0.1667", "0.3600",
+                                          "0.4600 (0.3600)", "50.00"]
+    assert rows["toy, HP, P=4"][3:5] == ["HP", "4"] and rows["toy, SHP, P=4"][3] == "SHP"
+    # the slowest rank's split of the median, which adds up to it (the per-key maxima would give 30 + 25 + 5)
+    assert rows["toy, RP, P=4"][11:15] == ["50.00 to 50.00", "25.00", "20.00", "5.00"]
     # Strong scaling: efficiency T1 / (P * TP) = 100 / (2 * 62.5) and 100 / (4 * 50).
     scaling = [line for line in text.splitlines() if line.startswith("| toy, RP |")]
-    assert [cells.split(" | ")[1:5] for cells in scaling] == [
-        ["1", "100.00", "1.00", "1.00"], ["2", "62.50", "1.60", "0.80"], ["4", "50.00", "2.00", "0.50"]]
-    assert rows["p3"][2:5] == ["RP", "numpy.random.default_rng", "3"]
-    assert "![Communication matrix: p3](comm-p3.png)" in text
-    assert "?" not in text.split("## Strong scaling")[0]  # every run named itself
+    assert [cells.split(" | ")[1:6] for cells in scaling] == [
+        ["1", "100.00", "100.00 to 100.00", "1.00", "1.00"], ["2", "62.50", "62.50 to 62.50", "1.60", "0.80"],
+        ["4", "50.00", "50.00 to 50.00", "2.00", "0.50"]]
+    assert rows[f"{SBM_NAME}, RP, P=3"][1:6] == ["p3", SBM_NAME, "RP", "numpy.random.default_rng", "3"]
+    assert "![Communication matrix: " in text and "](comm-p3.png)" in text
+    assert all("?" not in rows[f"toy, {name}"][2:5] for name in ("RP, P=1", "GP, P=4", "SHP, P=4"))  # named
+
+
+def test_the_split_adds_up_to_the_median_epoch_and_never_exceeds_it(tmp_path):
+    """Issue #16: stacking per-rank maxima rose above the epoch's wall time; the slowest rank's split cannot."""
+    runs, _ = load_inputs([str(write_metrics(tmp_path / "a.jsonl", 40.0, ranks=2, model="random")),
+                           str(write_metrics(tmp_path / "b.jsonl", 60.0, ranks=2, model="random"))])
+    for group in ([runs[0]], runs):
+        t = timing(group)
+        assert sum(t.split_s.values()) == pytest.approx(t.median_s)
+        maxima = sum(statistics.median(r.steady(key) for r in group) for key, _ in SPLIT_PARTS)
+        assert maxima > t.median_s  # the old stack's flaw is present in these records
+    assert timing(runs).split_s == pytest.approx({"compute_s": 0.025, "comm_wait_s": 0.02, "allreduce_s": 0.005})
+
+
+def test_the_slowest_rank_split_is_gathered_from_every_rank():
+    """Rank 1 computes for 90 of its 100 ms, rank 0 waits 70 of its 80: the record keeps rank 1's own split,
+    which adds up to the epoch, while the per-key maxima (90 + 70) do not."""
+    from types import SimpleNamespace
+
+    from distgcn.counters import CommCounters
+    from distgcn.trainer import Trainer
+    from distgcn.transport.inprocess import run_ranks
+
+    def rank_main(transport):
+        epoch_s, wait_s = [(0.080, 0.070), (0.100, 0.010), (0.050, 0.020)][transport.rank]
+        fake = SimpleNamespace(counters=CommCounters(comm_wait_s=wait_s), transport=transport,
+                               global_counts={"train": 1, "val": 1, "test": 1})
+        hits = {"train_hits": 0, "val_hits": 0, "test_hits": 0}
+        return Trainer._reduce_metrics(fake, 1, 0.0, hits, epoch_s)
+
+    for record in run_ranks(3, rank_main):
+        assert record["slowest_rank"] == 1 and record["epoch_s"] == 0.100
+        assert (record["slowest_compute_s"], record["slowest_comm_wait_s"], record["slowest_allreduce_s"]) == \
+            pytest.approx((0.090, 0.010, 0.0))
+        assert record["compute_s"] + record["comm_wait_s"] > record["epoch_s"]  # the per-key maxima
+
+
+def test_repeats_give_a_median_and_their_range_one_run_its_epoch_quartiles(tmp_path):
+    paths = [write_metrics(tmp_path / f"r{i}.jsonl", ms, ranks=2, model="random")
+             for i, ms in enumerate((40.0, 30.0, 50.0))]
+    runs, _ = load_inputs(list(map(str, paths)))
+    t = timing(runs)
+    assert (t.median_s, t.low_s, t.high_s) == pytest.approx((0.040, 0.030, 0.050))
+    assert t.spread == "range over 3 repeats" and t.repeat_medians_s == pytest.approx([0.04, 0.03, 0.05])
+    records = [json.loads(line) for line in paths[0].read_text().splitlines()]
+    paths[0].write_text("".join(json.dumps({**r, "epoch_s": ms / 1e3}) + "\n"
+                                for r, ms in zip(records, (90, 10, 20, 30, 40, 50))))
+    one = timing(load_inputs([str(paths[0])])[0])  # epochs 2..6: 10..50 ms, quartiles 20 and 40
+    assert (one.median_s, one.low_s, one.high_s) == pytest.approx((0.030, 0.020, 0.040))
+    assert one.spread == "interquartile range over epochs"
+    groups = setting_groups(runs)
+    assert list(groups) == [("toy", "RP", 2)] and len(groups["toy", "RP", 2]) == 3
+
+
+def test_oversubscribed_runs_are_marked(tmp_path):
+    over = write_metrics(tmp_path / "over.jsonl", 50.0, ranks=4, model="random", cores=2)
+    fits = write_metrics(tmp_path / "fits.jsonl", 50.0, ranks=2, model="random", cores=2)
+    unknown = write_metrics(tmp_path / "old.jsonl", 50.0, ranks=2, model="graph")
+    runs, _ = load_inputs([str(over), str(fits), str(unknown)])
+    assert [r.oversubscribed for r in runs] == [True, False, None]
+    assert timing(runs[:2]).oversubscribed is True and timing(runs[2:]).oversubscribed is None
+    out = tmp_path / "report"
+    assert report([str(over), str(fits), str(unknown)], out) == 0
+    rows = summary_rows((out / "summary.md").read_text())
+    assert rows["toy, RP, P=4"][5] == "4/2 oversubscribed" and rows["toy, RP, P=2"][5] == "2/2"
+    assert rows["toy, GP, P=2"][5] == "?"
+    scaling = [line for line in (out / "summary.md").read_text().splitlines() if line.startswith("| toy, RP |")]
+    assert [line.rstrip(" |").rsplit(" | ", 1)[1] for line in scaling] == ["no", "yes"]
+
+
+def test_curves_draw_one_row_of_panels_per_graph_and_every_run_in_its_legend(tmp_path):
+    paths = [write_metrics(tmp_path / "a.jsonl", 50.0, ranks=2, model="random", graph="cora"),
+             write_metrics(tmp_path / "b.jsonl", 50.0, ranks=2, model="random", graph="cora"),
+             write_metrics(tmp_path / "c.jsonl", 50.0, ranks=2, model="hypergraph", graph="slashdot")]
+    runs, _ = load_inputs(list(map(str, paths)))
+    panels = graph_panels(runs)
+    assert {graph: [r.label for r in group] for graph, group in panels.items()} == {
+        "cora": ["cora, RP, P=2 #1", "cora, RP, P=2 #2"], "slashdot": ["slashdot, HP, P=2"]}
+    styles = [run_style(i) for i in range(len(panels["cora"]))]
+    assert styles[0]["marker"] != styles[1]["marker"] and styles[0]["linestyle"] != styles[1]["linestyle"]
+    assert png_size(curves(runs, tmp_path / "curves.png")) == (1200, 720)  # two rows of 3.6 inches
+
+
+def test_communication_matrices_of_one_graph_share_their_colour_scale(tmp_path, partition_dir):
+    other = tmp_path / "graph3"
+    proc = run_distgcn(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other), "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    _, partitions = load_inputs([str(partition_dir), str(other)])
+    largest = max(int(p.comm.max()) for p in partitions)
+    assert largest > min(int(p.comm.max()) for p in partitions)  # a separate scale per matrix would differ
+    for order in (partitions, partitions[::-1]):
+        assert colour_limits(order) == {SBM_NAME: (0.0, largest)}
+
+
+def test_partition_panels_leave_out_a_constant_one_and_add_the_minibatch_volume(partition_dir):
+    _, [part] = load_inputs([str(partition_dir)])
+    variant = lambda model, messages, extra=None: Partition(  # noqa: E731
+        label=model, path=partition_dir, comm=part.comm, nonzeros=part.nonzeros, owned=part.owned,
+        meta={**part.meta, "model": model, "messages": {**part.meta["messages"], "total": messages}, **(extra or {})})
+    same = {("toy", 3): [variant("random", 6), variant("hypergraph", 6)]}
+    assert "messages" not in [title for title, _, _ in partition_panels(same)]
+    differ = {("toy", 3): [variant("random", 6), variant("hypergraph", 4)]}
+    assert "messages" in [title for title, _, _ in partition_panels(differ)]
+    shp = variant("stochastic", 4, {"shp_samples": 8, "partition_info": {"km1_reported": 100}})
+    panels = partition_panels({("toy", 3): [variant("random", 6), shp]})
+    assert panels[-1][0].startswith("SHP: minibatch volume") and panels[-1][2](shp) == 12.5
 
 
 def test_runs_without_a_header_are_unknown_unless_annotated(tmp_path):
@@ -138,7 +267,7 @@ def test_runs_without_a_header_are_unknown_unless_annotated(tmp_path):
     out = tmp_path / "report"
     assert report([str(bare)], out) == 0
     text = (out / "summary.md").read_text()
-    assert "| old | ? | ? | ? | 6 |" in text and "FILE@ranks=P" in text
+    assert "| old | old | ? | ? | ? | ? | 6 |" in text and "FILE@ranks=P" in text
 
 
 @pytest.mark.parametrize("epoch_ms, steady_ms", [
@@ -195,6 +324,11 @@ def test_training_writes_the_run_header_and_prints_progress_on_rank_zero(tmp_pat
     assert run["partition_id"] == meta["partition_id"]
     assert run["graph"]["fingerprint"] == meta["graph"]["fingerprint"]
     assert run["widths"] == [8, 4, 3] and run["layers"] == 2 and run["dtype"] == "float32"
+    assert run["node"]["ranks"] == 3 and run["node"]["cores"] >= 1 and run["node"]["device"] == "cpu"
+    for r in records:  # the slowest rank's own split is its epoch, which is the epoch's (max) time
+        assert r["slowest_rank"] in range(3)
+        assert r["slowest_compute_s"] + r["slowest_comm_wait_s"] + r["slowest_allreduce_s"] == \
+            pytest.approx(r["epoch_s"], rel=1e-9)
     assert proc.stderr.count("training: started") == 1 and proc.stderr.count("training: done in") == 1
     assert sum(line.startswith("epoch") for line in proc.stdout.splitlines()) == 3
 
@@ -221,4 +355,10 @@ def test_runs_are_labelled_by_dataset_name_not_path(tmp_path):
         paths.append(str(path))
     runs, _ = load_inputs(paths)
     assert [r.graph for r in runs] == ["soc-Slashdot0902", "soc-Slashdot0902"]
-    assert [r.label for r in runs] == ["p1/run", "p2/run"]
+    assert [r.label for r in runs] == ["soc-Slashdot0902, RP, P=1", "soc-Slashdot0902, RP, P=2"]
+    assert [r.name for r in runs] == ["p1/run", "p2/run"]  # figure files keep their names
+    out = tmp_path / "report"
+    assert report(paths, out) == 0
+    text = (out / "summary.md").read_text()
+    assert str(tmp_path) not in text and "| soc-Slashdot0902, RP, P=1 | p1/run |" in text
+    assert {p.name for p in out.glob("time-*.png")} == {"time-p1-run.png", "time-p2-run.png"}

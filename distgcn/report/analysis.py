@@ -1,13 +1,72 @@
-"""Grouping runs and partitions for comparisons: strong scaling, and partition models at equal P."""
+"""What the figures and tables show, computed apart from drawing: timings with their spread, the slowest rank's
+split, strong scaling, groups of partition models, shared colour limits."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .inputs import Partition, Run, model_sort_key
+import numpy as np
+
+from .inputs import Partition, Run, describe, model_sort_key
+
+__all__ = ["SPLIT_PARTS", "ScalingPoint", "Timing", "colour_limits", "describe", "model_groups", "scaling_series",
+           "setting_groups", "timing"]
 
 Item = TypeVar("Item", Run, Partition)
+
+SPLIT_PARTS = (("compute_s", "compute"), ("comm_wait_s", "halo wait"), ("allreduce_s", "allreduce"))
+"""The parts of an epoch's time, each recorded for the slowest rank as ``slowest_KEY``."""
+REPEATS_SPREAD = "range over {n} repeats"
+EPOCHS_SPREAD = "interquartile range over epochs"
+
+
+@dataclass
+class Timing:
+    """The steady epoch time of one setting (one run, or repeats of it): median, spread, and its split."""
+
+    median_s: float
+    low_s: float
+    high_s: float
+    spread: str
+    """What low..high is: the range of the repeats' medians, or one run's per-epoch interquartile range."""
+    split_s: dict[str, float] | None
+    """compute/halo wait/allreduce of the median, in the slowest rank's proportions: sums to ``median_s``.
+    None when a run did not record the slowest rank's split."""
+    repeat_medians_s: list[float]
+    oversubscribed: bool | None
+    """True if any run had more ranks than cores on its node; None if no run recorded it."""
+
+
+def timing(runs: list[Run]) -> Timing:
+    """Repeats of one setting: the median of their medians and their range; one run: its per-epoch quartiles.
+
+    The split divides the median in the proportions the slowest rank of each epoch spent in each part,
+    pooled over the steady epochs of every run: a split of one rank's own epoch, so it never exceeds it.
+    """
+    medians = [run.steady("epoch_s") for run in runs]
+    if len(runs) > 1:
+        median, low, high, spread = statistics.median(medians), min(medians), max(medians), \
+            REPEATS_SPREAD.format(n=len(runs))
+    else:
+        epochs = runs[0].steady_series("epoch_s")
+        median, (low, high), spread = medians[0], np.percentile(epochs, [25, 75]).tolist(), EPOCHS_SPREAD
+    split = None
+    if all(run.has_split for run in runs):
+        total = sum(run.steady_series("epoch_s").sum() for run in runs)
+        parts = {key: sum(run.steady_series(f"slowest_{key}").sum() for run in runs) for key, _ in SPLIT_PARTS}
+        split = {key: median * part / total if total > 0 else 0.0 for key, part in parts.items()}
+    marks = [run.oversubscribed for run in runs if run.oversubscribed is not None]
+    return Timing(median, low, high, spread, split, medians, any(marks) if marks else None)
+
+
+def setting_groups(runs: list[Run]) -> dict[tuple[str | None, str | None, int | None], list[Run]]:
+    """Runs of one graph, partition model and P: repeats of one setting, in input order."""
+    groups: dict[tuple[str | None, str | None, int | None], list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.graph, run.model, run.ranks), []).append(run)
+    return groups
 
 
 @dataclass
@@ -15,38 +74,32 @@ class ScalingPoint:
     """Steady epoch time at one P, relative to the smallest P of its series."""
 
     ranks: int
-    epoch_s: float
+    timing: Timing
     speedup: float
     efficiency: float
     runs: int
 
-
-def describe(graph: str | None, model: str | None = None, ranks: int | None = None) -> str:
-    """A group's name for legends and tables; unknown parts say so."""
-    parts = [graph or "unknown graph"]
-    if model is not None:
-        parts.append(model)
-    if ranks is not None:
-        parts.append(f"P={ranks}")
-    return ", ".join(parts)
+    @property
+    def epoch_s(self) -> float:
+        return self.timing.median_s
 
 
 def scaling_series(runs: list[Run]) -> dict[tuple[str | None, str | None], list[ScalingPoint]]:
-    """Runs of one graph and partition model at two or more P; several runs at one P are averaged."""
-    groups: dict[tuple[str | None, str | None], dict[int, list[float]]] = {}
-    for run in runs:
-        if run.ranks is not None:
-            groups.setdefault((run.graph, run.model), {}).setdefault(run.ranks, []).append(run.steady("epoch_s"))
-    series = {}
-    for key, by_ranks in groups.items():
+    """Runs of one graph and partition model at two or more P; repeats at one P give a median and a spread."""
+    series: dict[tuple[str | None, str | None], dict[int, list[Run]]] = {}
+    for (graph, model, ranks), group in setting_groups(runs).items():
+        if ranks is not None:
+            series.setdefault((graph, model), {})[ranks] = group
+    result = {}
+    for key, by_ranks in series.items():
         if len(by_ranks) < 2:
             continue
         ranks = sorted(by_ranks)
-        times = {p: sum(by_ranks[p]) / len(by_ranks[p]) for p in ranks}
-        p0, t0 = ranks[0], times[ranks[0]]
-        series[key] = [ScalingPoint(p, times[p], t0 / times[p], t0 * p0 / (times[p] * p), len(by_ranks[p]))
-                       for p in ranks]
-    return series
+        timings = {p: timing(by_ranks[p]) for p in ranks}
+        p0, t0 = ranks[0], timings[ranks[0]].median_s
+        result[key] = [ScalingPoint(p, timings[p], t0 / timings[p].median_s, t0 * p0 / (timings[p].median_s * p),
+                                    len(by_ranks[p])) for p in ranks]
+    return result
 
 
 def model_groups(items: list[Item]) -> dict[tuple[str | None, int], list[Item]]:
@@ -58,3 +111,14 @@ def model_groups(items: list[Item]) -> dict[tuple[str | None, int], list[Item]]:
     return {key: sorted(group, key=lambda item: model_sort_key(item.model))
             for key, group in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
             if len({item.model for item in group}) >= 2}
+
+
+def colour_limits(partitions: list[Partition]) -> dict[str | None, tuple[float, float]]:
+    """One colour scale per graph for the communication matrices: 0 to the largest count any partition of that
+    graph sends between two ranks, so that equal colours mean equal rows across the partitions compared."""
+    limits: dict[str | None, tuple[float, float]] = {}
+    for part in partitions:
+        off_diagonal = part.comm[~np.eye(part.ranks, dtype=bool)]
+        top = float(off_diagonal.max()) if off_diagonal.size else 0.0
+        limits[part.graph] = (0.0, max(limits.get(part.graph, (0.0, 0.0))[1], top, 1.0))
+    return limits

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..partition_dir import load_listed_shard, read_meta, verify_parts_file
+from ..partition_dir import load_listed_shard, minibatch_volume, read_meta, verify_parts_file
 from ..errors import InputError
 from ..data.snap import file_stem
-from ..metrics_log import read_metrics, steady
+from ..metrics_log import read_metrics, steady, steady_records
+from ..schema import SLOWEST_KEYS
 
 ANNOTATIONS = ("label", "ranks", "model", "graph")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
@@ -36,9 +37,23 @@ def model_sort_key(name: str | None) -> tuple[int, str]:
     return (MODEL_ORDER.index(name), "") if name in MODEL_ORDER else (len(MODEL_ORDER), name or "")
 
 
+def describe(graph: str | None, model: str | None = None, ranks: int | None = None) -> str:
+    """A group's or an input's name for legends and tables (``cora, HP, P=2``); unknown parts say so."""
+    parts = [graph or "unknown graph"]
+    if model is not None:
+        parts.append(model)
+    if ranks is not None:
+        parts.append(f"P={ranks}")
+    return ", ".join(parts)
+
+
 @dataclass
 class Run:
-    """One training run: its per-epoch records and what is known of its setting."""
+    """One training run: its per-epoch records and what is known of its setting.
+
+    ``name`` (the file's, told apart from the others') names the run's figure files; ``label`` (its graph, model
+    and P) names it in figures and tables.
+    """
 
     label: str
     path: Path
@@ -47,6 +62,7 @@ class Run:
     model: str | None = None
     graph: str | None = None
     header: dict = field(default_factory=dict)
+    name: str = ""
 
     def series(self, key: str) -> np.ndarray:
         return np.array([r[key] for r in self.records], dtype=float)
@@ -54,6 +70,28 @@ class Run:
     def steady(self, key: str) -> float:
         """Median over the steady epochs (:func:`distgcn.metrics_log.steady_records`)."""
         return steady(self.records, key)
+
+    def steady_series(self, key: str) -> np.ndarray:
+        """``key`` over the steady epochs, the ones :meth:`steady` takes the median of."""
+        return np.array([r[key] for r in steady_records(self.records)], dtype=float)
+
+    @property
+    def has_split(self) -> bool:
+        """Whether every epoch records the slowest rank's own split (files written before it do not)."""
+        return all(key in record for record in self.records for key in SLOWEST_KEYS)
+
+    @property
+    def node(self) -> tuple[int, int] | None:
+        """(ranks, cores) on rank 0's node as the run recorded them (CPU runs only); None if not recorded."""
+        node = self.header.get("node") or {}
+        if node.get("device", "cpu") != "cpu" or node.get("ranks") is None or node.get("cores") is None:
+            return None
+        return int(node["ranks"]), int(node["cores"])
+
+    @property
+    def oversubscribed(self) -> bool | None:
+        """More ranks than cores on a node: its times include waiting for a core. None: not recorded."""
+        return None if self.node is None else self.node[0] > self.node[1]
 
 
 @dataclass
@@ -69,6 +107,8 @@ class Partition:
     """int64 [P]: nonzeros of Â in each rank's rows (the SpMM work)."""
     owned: np.ndarray
     """int64 [P]: vertices owned by each rank."""
+    name: str = ""
+    """The directory's name, told apart from the others': names the partition's figure files."""
 
     @property
     def ranks(self) -> int:
@@ -81,6 +121,11 @@ class Partition:
     @property
     def graph(self) -> str | None:
         return (self.meta.get("graph") or {}).get("name")
+
+    @property
+    def minibatch_volume(self) -> float | None:
+        """What the stochastic model minimises (rows per minibatch SpMM); None for the full-batch models."""
+        return minibatch_volume(self.meta)
 
 
 def parse_input(text: str) -> tuple[Path, dict[str, str]]:
@@ -161,19 +206,33 @@ def graph_name(graph: dict) -> str | None:
     return file_stem(Path(spec))
 
 
-def _unique_labels(items: list[Run] | list[Partition]) -> None:
-    """Unlabelled inputs are named by file or directory name; where names clash, by the fewest trailing parts of
-    their paths that tell them apart (``p1/run``, ``p2/run``), not by whole paths."""
+def _unique_names(items: list[Run] | list[Partition]) -> None:
+    """Each input's ``name`` (for its figure files): its label if given, else its file or directory name; where
+    names clash, the fewest trailing parts of their paths that tell them apart (``p1/run``), not whole paths."""
+    for item in items:
+        item.name = item.label or (item.path.stem if isinstance(item, Run) else item.path.name)
+    clashing: dict[str, list] = {}
+    for item in items:
+        clashing.setdefault(item.name, []).append(item)
+    for group in clashing.values():
+        if len(group) > 1:
+            for item, name in zip(group, _shortest_distinct_suffixes([item.path for item in group])):
+                item.name = name
+
+
+def _dataset_labels(items: list[Run] | list[Partition]) -> None:
+    """Unlabelled inputs of a known graph are labelled by graph, model and P (``cora, HP, P=2``), repeats of one
+    setting numbered in input order (``#1``, ``#2``); inputs of unknown graph keep their name."""
     for item in items:
         if not item.label:
-            item.label = item.path.stem if isinstance(item, Run) else item.path.name
+            item.label = item.name if item.graph is None else describe(item.graph, item.model, item.ranks)
     clashing: dict[str, list] = {}
     for item in items:
         clashing.setdefault(item.label, []).append(item)
-    for group in clashing.values():
+    for label, group in clashing.items():
         if len(group) > 1:
-            for item, label in zip(group, _shortest_distinct_suffixes([item.path for item in group])):
-                item.label = label
+            for number, item in enumerate(group, start=1):
+                item.label = f"{label} #{number}"
 
 
 def _shortest_distinct_suffixes(paths: list[Path]) -> list[str]:
@@ -198,6 +257,7 @@ def load_inputs(texts: list[str]) -> tuple[list[Run], list[Partition]]:
             runs.append(load_run(path, annotations))
         else:
             raise InputError("no such metrics file or partition directory", path=path)
-    _unique_labels(runs)
-    _unique_labels(partitions)
+    for items in (runs, partitions):
+        _unique_names(items)
+        _dataset_labels(items)
     return runs, partitions

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..safe_io import REPORT_SUMMARY, REPORT_TITLE, write_text
-from .analysis import describe, scaling_series
+from .analysis import SPLIT_PARTS, describe, scaling_series, setting_groups, timing
 from .inputs import Partition, Run
 
 UNKNOWN = "?"
@@ -25,16 +25,43 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], numeric_from:
     return "\n".join(lines)
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f}"
+
+
+def _node(run: Run) -> str | None:
+    """ranks/cores on rank 0's node, marked when oversubscribed; None (shown ?) when not recorded."""
+    if run.node is None:
+        return None
+    ranks, cores = run.node
+    return f"{ranks}/{cores}" + (" oversubscribed" if run.oversubscribed else "")
+
+
 def run_rows(runs: list[Run]) -> list[list[object]]:
     rows = []
     for run in runs:
         last = run.records[-1]
         best = max(run.records, key=lambda r: r["val_acc"])
-        split = [f"{run.steady(key) * 1e3:.2f}" for key in ("compute_s", "comm_wait_s", "allreduce_s")]
-        rows.append([run.label, run.graph, run.model, run.ranks, len(run.records), f"{last['loss']:.4f}",
-                     f"{last['test_acc']:.4f}", f"{best['val_acc']:.4f} ({best['test_acc']:.4f})",
-                     f"{run.steady('epoch_s') * 1e3:.2f}", *split, f"{run.steady('halo_rows'):.0f}",
+        t = timing([run])
+        split = [_ms(t.split_s[key]) if t.split_s else None for key, _ in SPLIT_PARTS]
+        rows.append([run.label, run.name, run.graph, run.model, run.ranks, _node(run), len(run.records),
+                     f"{last['loss']:.4f}", f"{last['test_acc']:.4f}",
+                     f"{best['val_acc']:.4f} ({best['test_acc']:.4f})", _ms(t.median_s),
+                     f"{_ms(t.low_s)} to {_ms(t.high_s)}", *split, f"{run.steady('halo_rows'):.0f}",
                      f"{run.steady('messages'):.0f}"])
+    return rows
+
+
+def setting_rows(runs: list[Run]) -> list[list[object]]:
+    """One row per setting that was run more than once: the repeats' median and range."""
+    rows = []
+    for (graph, model, ranks), group in setting_groups(runs).items():
+        if len(group) > 1:
+            t = timing(group)
+            split = [_ms(t.split_s[key]) if t.split_s else None for key, _ in SPLIT_PARTS]
+            rows.append([describe(graph, model, ranks), len(group), _ms(t.median_s),
+                         f"{_ms(t.low_s)} to {_ms(t.high_s)}", *split,
+                         None if t.oversubscribed is None else ("yes" if t.oversubscribed else "no")])
     return rows
 
 
@@ -42,9 +69,10 @@ def partition_rows(partitions: list[Partition]) -> list[list[object]]:
     rows = []
     for p in partitions:
         m = p.meta
-        rows.append([p.label, p.graph, p.model, m.get("partitioner"), p.ranks, m["volume"]["total"],
+        rows.append([p.label, p.name, p.graph, p.model, m.get("partitioner"), p.ranks, m["volume"]["total"],
                      m["volume"]["max"], m.get("max_recv_volume"), m["messages"]["total"], f"{m['imbalance']:.3f}",
-                     m.get("edge_cut"), f"{m['partition_s']:.2f}" if m.get("partition_s") is not None else None])
+                     m.get("edge_cut"), "-" if p.minibatch_volume is None else f"{p.minibatch_volume:.1f}",
+                     f"{m['partition_s']:.2f}" if m.get("partition_s") is not None else None])
     return rows
 
 
@@ -53,32 +81,49 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
     parts = [REPORT_TITLE.rstrip("\n"), ""]
     if runs:
         parts += ["## Runs", "",
-                  "Times are medians over epochs, leaving out the first (warm-up) when a run has two or more; "
-                  "compute, halo wait and allreduce are each the maximum over ranks, so they need not add up "
-                  "to the epoch's wall time; traffic is per epoch, summed over ranks; the best validation "
-                  "accuracy is followed by the test accuracy at that epoch.", "",
-                  table(["run", "graph", "model", "P", "epochs", "final loss", "final test acc",
-                         "best val acc (test)", "epoch (ms)", "compute (ms)", "halo wait (ms)", "allreduce (ms)",
-                         "halo rows", "messages"], run_rows(runs), numeric_from=3), ""]
+                  "Times are medians over epochs, leaving out the first (warm-up) when a run has two or more, "
+                  "with the interquartile range of those epochs. Compute, halo wait and allreduce are the "
+                  "slowest rank's own split of the median (the share of the steady epochs that the slowest "
+                  "rank of each epoch spent in each part), so they add up to the median epoch time; ? where "
+                  "the metrics file predates that record. ranks/cores: on rank 0's node; oversubscribed "
+                  "means more ranks than cores, so times include waiting for a core. Traffic is per epoch, "
+                  "summed over ranks; the best validation accuracy is followed by the test accuracy at that "
+                  "epoch.", "",
+                  table(["run", "file", "graph", "model", "P", "ranks/cores", "epochs", "final loss",
+                         "final test acc", "best val acc (test)", "epoch (ms)", "epoch IQR (ms)", "compute (ms)",
+                         "halo wait (ms)", "allreduce (ms)", "halo rows", "messages"], run_rows(runs),
+                        numeric_from=4), ""]
         if any(None in (r.graph, r.ranks, r.model) for r in runs):
             parts += [f"{UNKNOWN}: not recorded in the metrics file (written before runs named themselves); "
                       "give it on the command line as FILE@ranks=P,model=HP,graph=NAME.", ""]
+    repeated = setting_rows(runs)
+    if repeated:
+        parts += ["## Repeated settings", "",
+                  "Runs of one graph, model and P: the median of their median epoch times, the range of those "
+                  "medians, and the slowest rank's split of it (pooled over every repeat's steady epochs).", "",
+                  table(["setting", "runs", "epoch (ms)", "range (ms)", "compute (ms)", "halo wait (ms)",
+                         "allreduce (ms)", "oversubscribed"], repeated, numeric_from=1), ""]
     series = scaling_series(runs)
     if series:
-        rows = [[describe(graph, model or "unknown model"), p.ranks, f"{p.epoch_s * 1e3:.2f}", f"{p.speedup:.2f}",
-                 f"{p.efficiency:.2f}", p.runs] for (graph, model), points in series.items() for p in points]
+        rows = [[describe(graph, model or "unknown model"), p.ranks, _ms(p.epoch_s),
+                 f"{_ms(p.timing.low_s)} to {_ms(p.timing.high_s)}", f"{p.speedup:.2f}", f"{p.efficiency:.2f}",
+                 p.runs, None if p.timing.oversubscribed is None else ("yes" if p.timing.oversubscribed else "no")]
+                for (graph, model), points in series.items() for p in points]
         parts += ["## Strong scaling", "",
-                  "Speedup and efficiency are relative to the smallest P of each series; runs at the same P "
-                  "are averaged.", "",
-                  table(["graph, model", "P", "epoch time (ms)", "speedup", "efficiency", "runs"], rows,
-                        numeric_from=1), ""]
+                  "Speedup and efficiency are relative to the smallest P of each series, from median epoch "
+                  "times: the median of the repeats' medians where a P was run more than once (spread: their "
+                  "range), else the run's median (spread: its interquartile range over epochs).", "",
+                  table(["graph, model", "P", "epoch time (ms)", "spread (ms)", "speedup", "efficiency", "runs",
+                         "oversubscribed"], rows, numeric_from=1), ""]
     if partitions:
         parts += ["## Partitions", "",
                   "Predicted per distributed SpMM: rows of H sent (total and by the busiest rank, and "
-                  "received by the busiest receiver) and messages; imbalance is max/avg nonzeros per rank.", "",
-                  table(["partition", "graph", "model", "partitioner", "P", "volume", "max sent", "max received",
-                         "messages", "imbalance", "edge cut", "partition time (s)"],
-                        partition_rows(partitions), numeric_from=4), ""]
+                  "received by the busiest receiver) and messages; imbalance is max/avg nonzeros per rank; "
+                  "minibatch volume (stochastic model only) is what it minimises: expected rows sent per "
+                  "minibatch SpMM.", "",
+                  table(["partition", "directory", "graph", "model", "partitioner", "P", "volume", "max sent",
+                         "max received", "messages", "imbalance", "edge cut", "minibatch volume",
+                         "partition time (s)"], partition_rows(partitions), numeric_from=5), ""]
     if figures:
         parts += ["## Figures", ""]
         for caption, path in figures:
