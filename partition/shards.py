@@ -72,6 +72,8 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     recv_owner = send_owner[by_receiver]
     recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
 
+    local_column = np.empty(n, dtype=np.int64)  # per rank: the local column of each global id its rows read
+
     graph_fingerprint = graph.fingerprint()
     labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
     features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
@@ -88,15 +90,11 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
         send_peers, send_counts = np.unique(s_recv, return_counts=True)
 
         block = a_hat[owned]
-        block_cols = block.indices.astype(np.int64)
-        is_owned = parts[block_cols] == rank
-        # Halo position: halo rows are sorted by (owner, gid), so search that key.
-        halo_key = halo_owner * n + halo_cols
-        local_cols = np.where(
-            is_owned,
-            local_index[block_cols],
-            n_owned + np.searchsorted(halo_key, parts[block_cols] * n + block_cols),
-        )
+        # One table lookup per nonzero, not a binary search among the halo ids: each global id a rank's rows
+        # read is one of its owned rows or one of its halo rows (entries of other ids are stale, never read).
+        local_column[owned] = np.arange(n_owned)
+        local_column[halo_cols] = np.arange(n_owned, n_owned + halo_cols.shape[0])
+        local_cols = local_column[block.indices]
         local = sp.csr_matrix((block.data, local_cols, block.indptr), shape=(n_owned, n_owned + halo_cols.shape[0]))
         local.sort_indices()
         yield Shard(
