@@ -104,7 +104,15 @@ def run_child(candidate: str, path: Path) -> dict:
     start = time.perf_counter()
     edges = read(path)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "edges": edges, "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    return {"seconds": seconds, "edges": edges, "peak_rss_kib": peak_rss_kib()}
+
+
+def peak_rss_kib() -> int:
+    """This process's own peak (VmHWM): getrusage's ru_maxrss keeps the parent's peak across fork and exec."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def leading_comment_lines(path: Path) -> int:
