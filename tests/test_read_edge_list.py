@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distgcn.data._text import line_blocks
+from distgcn.data.adjacency import remap_ids
 from distgcn.data.snap import read_edge_ids
 from distgcn.errors import InputError
 
@@ -163,3 +164,13 @@ def test_truncated_gzip_names_the_file(tmp_path):
     path.write_bytes(packed[: len(packed) // 2])
     with pytest.raises(InputError, match=r"cut\.txt\.gz: not a valid gzip file"):
         read_edge_ids(path, block_bytes=1024)
+
+
+@pytest.mark.parametrize("spread", [1, 2, 10**9], ids=["identity-like", "lookup table", "sparse ids"])
+def test_remap_ids_gives_each_id_its_rank(spread):
+    rng = np.random.default_rng(spread)
+    src, dst = rng.integers(5, 5 + 1000 * spread, size=(2, 700)) if spread > 1 else rng.permutation(700).reshape(2, -1)
+    vertex_ids, (src_at, dst_at) = remap_ids(src, dst)
+    expected_ids, inverse = np.unique(np.concatenate((src, dst)), return_inverse=True)
+    np.testing.assert_array_equal(vertex_ids, expected_ids)
+    np.testing.assert_array_equal(np.concatenate((src_at, dst_at)), inverse)
