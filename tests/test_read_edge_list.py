@@ -88,6 +88,8 @@ EDGE_CASES = {
     "no final newline": b"5 6\n6 7",
     "ids beyond 2**31 and the largest allowed": b"3000000000 1\n1 4611686018427387903\n+7 -0\n",
     "id of 2**62": b"0 1\n1 4611686018427387904\n",
+    "leading zeros beyond 18 digits": b"0000000000000000000000007 -00000000000000000000000000000\n",
+    "19 digits below 2**62, 19 digits above": b"1000000000000000000 1\n9999999999999999999 2\n",
     "id far beyond int64": b"0 1\n1 99999999999999999999999\n",
     "negative id": b"# c\n0 1\n1 -2\n3 -4\n",
     "float": b"0 1\n1 2.5\n",

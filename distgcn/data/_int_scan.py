@@ -50,11 +50,13 @@ def comment_table(comment: bytes) -> np.ndarray:
 
 def scan_block(block: bytes | bytearray | memoryview, comment: np.ndarray, per_line: int = 0) -> BlockScan:
     """Scan a block that starts at the start of a line; ``per_line`` 0 accepts any count per line."""
+    if len(block) and block[-1] != ord("\n"):
+        block = bytes(block) + b"\n"  # the kernel stops at newlines only: one ends every block
     buf = np.frombuffer(block, dtype=np.uint8)
     values = np.empty(buf.size // 2 + 1, dtype=np.int64)  # a value and its separator take two bytes or more
     found = _compiled()(buf, comment, per_line, values)
     count, num_lines, bad_token, bad_line, bad_count, negative, negative_line = found
-    return BlockScan(values[:count], num_lines, bad_token, bad_line, bad_count, negative, negative_line)
+    return BlockScan(values[:count].copy(), num_lines, bad_token, bad_line, bad_count, negative, negative_line)
 
 
 @cache
@@ -69,7 +71,22 @@ def _compiled():
         return c == 32 or (9 <= c <= 13)  # ' ', \t \n \v \f \r: what bytes.split() splits at
 
     @numba.njit(nogil=True, cache=True)
+    def checked_value(buf, i):
+        """(value, usable) of the digits from ``i`` to the next space, with overflow checked at each digit."""
+        value = np.int64(0)
+        usable = True
+        while not is_space(buf[i]):
+            if 48 <= buf[i] <= 57 and value < before_last_digit:
+                value = value * 10 + (buf[i] - 48)
+                usable = usable and value < limit
+            else:
+                usable = False
+            i += 1
+        return value, usable
+
+    @numba.njit(nogil=True, cache=True)
     def scan(buf, comment, per_line, values):
+        """The loops test no bounds: ``buf`` ends with a newline, which stops each of them."""
         n = buf.size
         count = 0
         line = 0
@@ -80,38 +97,35 @@ def _compiled():
         negative_line = NONE
         while i < n:
             if comment[buf[i]]:
-                while i < n and buf[i] != 10:
+                while buf[i] != 10:
                     i += 1
                 i += 1
                 line += 1
                 continue
             on_line = 0
-            while i < n and buf[i] != 10:
+            while buf[i] != 10:
                 if is_space(buf[i]):
                     i += 1
                     continue
-                sign = 1
+                minus = buf[i] == 45
                 if buf[i] == 43 or buf[i] == 45:  # '+' or '-'
-                    sign = 1 if buf[i] == 43 else -1
                     i += 1
+                start = i
                 value = np.int64(0)
-                digits = 0
-                ok = True
-                while i < n and not is_space(buf[i]):
-                    c = buf[i]
-                    if 48 <= c <= 57 and value < before_last_digit:
-                        value = value * 10 + (c - 48)
-                        ok = ok and value < limit
-                        digits += 1
-                    else:
-                        ok = False
+                while 0 <= np.int64(buf[i]) - 48 <= 9:  # up to 18 digits cannot overflow; longer are checked below
+                    value = value * 10 + (np.int64(buf[i]) - 48)
                     i += 1
-                if not ok or digits == 0:
+                usable = i > start and is_space(buf[i])
+                if usable and i - start > 18:
+                    value, usable = checked_value(buf, start)
+                if not usable:
                     return count, line + 1, line, bad_line, bad_count, negative, negative_line
-                if sign < 0 and value != 0 and negative == NONE:
-                    negative = count
-                    negative_line = line
-                values[count] = sign * value
+                if minus and value != 0:
+                    if negative == NONE:
+                        negative = count
+                        negative_line = line
+                    value = -value
+                values[count] = value
                 count += 1
                 on_line += 1
             if per_line and on_line != 0 and on_line != per_line and bad_line == NONE:
