@@ -52,11 +52,13 @@ def scan_block(block: bytes | bytearray | memoryview, comment: np.ndarray, per_l
     """Scan a block that starts at the start of a line; ``per_line`` 0 accepts any count per line."""
     if len(block) and block[-1] != ord("\n"):
         block = bytes(block) + b"\n"  # the kernel stops at newlines only: one ends every block
-    buf = np.frombuffer(block, dtype=np.uint8)
-    values = np.empty(buf.size // 2 + 1, dtype=np.int64)  # a value and its separator take two bytes or more
+    buf = np.frombuffer(memoryview(block).toreadonly(), dtype=np.uint8)  # one type, so one compiled kernel
+    # A value and its separator take two bytes or more. Pages of the array that are never written are never
+    # backed by memory, so the unused tail costs nothing and the values need no copy.
+    values = np.empty(buf.size // 2 + 1, dtype=np.int64)
     found = _compiled()(buf, comment, per_line, values)
     count, num_lines, bad_token, bad_line, bad_count, negative, negative_line = found
-    return BlockScan(values[:count].copy(), num_lines, bad_token, bad_line, bad_count, negative, negative_line)
+    return BlockScan(values[:count], num_lines, bad_token, bad_line, bad_count, negative, negative_line)
 
 
 @cache
