@@ -31,9 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-SNAP_CANDIDATES = ["before", "scan", "load_snap", "loadtxt", "pandas_c", "pandas_pyarrow", "pyarrow"]
-MTX_CANDIDATES = ["mmread_1thread", "load_mtx"]
+SNAP_CANDIDATES = ["gunzip_only", "before", "scan", "load_snap", "loadtxt", "pandas_c", "pandas_pyarrow", "pyarrow"]
+MTX_CANDIDATES = ["gunzip_only", "mmread_1thread", "load_mtx"]
 DESCRIPTIONS = {
+    "gunzip_only": "the floor for .gz: Python's gzip module decompressing in 16 MiB blocks, nothing parsed",
     "before": "distgcn before: whole file in memory, numpy tokenizer (_text.tokenize_ints)",
     "scan": "distgcn now: streamed blocks, numba scanner (snap.read_edge_ids)",
     "load_snap": "distgcn load_snap: read_edge_ids + id remap + CSR",
@@ -54,6 +55,8 @@ def main() -> None:
     parser.add_argument("--snap", type=Path, help="measure this SNAP file instead of writing one")
     parser.add_argument("--only", help="comma-separated candidates (default: all)")
     parser.add_argument("--no-gzip", action="store_true", help="skip the .gz files")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds over all candidates, interleaved; the table shows the fastest and the median")
     parser.add_argument("--child", nargs=2, metavar=("CANDIDATE", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -62,32 +65,42 @@ def main() -> None:
     only = set(args.only.split(",")) if args.only else None
     files = [(args.snap, SNAP_CANDIDATES)] if args.snap else write_files(args.dir, args.edges, args.seed,
                                                                          not args.no_gzip)
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load average before: {load_average()}", flush=True)
-    print("| file | MB stored (decompressed) | candidate | seconds | MB/s | edges | peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|")
-    for path, candidates in files:
-        for candidate in candidates:
-            if only is None or candidate in only:
-                print(row(path, candidate), flush=True)
+    runs = [(path, c) for path, candidates in files for c in candidates if only is None or c in only]
+    runs = [(path, c) for path, c in runs if c != "gunzip_only" or path.name.endswith(".gz")]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {args.repeats} round(s), load average before: {load_average()}",
+          flush=True)
+    results: dict[tuple[Path, str], list[dict]] = {run: [] for run in runs}
+    for _ in range(args.repeats):
+        for run in runs:
+            results[run].append(run_in_child(*run))
+    print("| file | MB stored (decompressed) | candidate | seconds, fastest (median) | MB/s stored, fastest | "
+          "MB/s decompressed | edges | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (path, candidate), found in results.items():
+        print(row(path, candidate, found))
     print(f"# load average after: {load_average()}")
-    for name in sorted({c for _, cs in files for c in cs if only is None or c in only}):
+    for name in sorted({c for _, c in runs}):
         print(f"# {name}: {DESCRIPTIONS[name]}")
 
 
-def row(path: Path, candidate: str) -> str:
+def run_in_child(path: Path, candidate: str) -> dict:
     proc = subprocess.run([sys.executable, __file__, "--child", candidate, str(path)], capture_output=True,
                           text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    stored = path.stat().st_size / 1e6
-    size = f"{stored:.1f}" + (f" ({decompressed_bytes(path) / 1e6:.1f})" if path.name.endswith(".gz") else "")
     if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["?"])[-1][:80]
-        return f"| {path.name} | {size} | {candidate} | failed: {why} | | | |"
-    result = json.loads(proc.stdout)
-    if "skipped" in result:
-        return f"| {path.name} | {size} | {candidate} | {result['skipped']} | | | |"
-    seconds = result["seconds"]
-    return (f"| {path.name} | {size} | {candidate} | {seconds:.2f} | {stored / seconds:.0f} | {result['edges']} | "
-            f"{result['peak_rss_kib'] / 1024:.0f} |")
+        return {"skipped": "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:80]}
+    return json.loads(proc.stdout)
+
+
+def row(path: Path, candidate: str, found: list[dict]) -> str:
+    stored = path.stat().st_size / 1e6
+    unpacked = decompressed_bytes(path) / 1e6 if path.name.endswith(".gz") else stored
+    size = f"{stored:.1f}" + (f" ({unpacked:.1f})" if path.name.endswith(".gz") else "")
+    if any("skipped" in f for f in found):
+        return f"| {path.name} | {size} | {candidate} | {found[0]['skipped']} | | | | |"
+    seconds = sorted(f["seconds"] for f in found)
+    fastest, median = seconds[0], seconds[len(seconds) // 2]
+    return (f"| {path.name} | {size} | {candidate} | {fastest:.2f} ({median:.2f}) | {stored / fastest:.0f} | "
+            f"{unpacked / fastest:.0f} | {found[0]['edges']} | {max(f['peak_rss_kib'] for f in found) / 1024:.0f} |")
 
 
 def run_child(candidate: str, path: Path) -> dict:
@@ -124,6 +137,13 @@ def leading_comment_lines(path: Path) -> int:
                 return count
             count += 1
     return count
+
+
+def read_gunzip_only(path: Path) -> int:
+    with gzip.open(path, "rb") as f:
+        while f.read(16 << 20):
+            pass
+    return 0
 
 
 def read_before(path: Path) -> int:
@@ -194,7 +214,8 @@ def read_load_mtx(path: Path) -> int:
 
 
 READERS: dict[str, Callable[[Path], int]] = {
-    "before": read_before, "scan": read_scan, "load_snap": read_load_snap, "loadtxt": read_loadtxt,
+    "gunzip_only": read_gunzip_only, "before": read_before, "scan": read_scan, "load_snap": read_load_snap,
+    "loadtxt": read_loadtxt,
     "pandas_c": read_pandas_c, "pandas_pyarrow": read_pandas_pyarrow, "pyarrow": read_pyarrow,
     "mmread_1thread": read_mmread, "load_mtx": read_load_mtx,
 }
