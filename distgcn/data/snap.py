@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from distgcn.data._int_scan import NONE, comment_table, scan_block
-from distgcn.data._text import BLOCK_BYTES, line_blocks, bad_token
+from distgcn.data._text import BLOCK_BYTES, bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, remap_ids, require_edges
 from distgcn.errors import InputError
 from distgcn.graph import Graph
