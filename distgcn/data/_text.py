@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,15 +31,49 @@ _IS_DIGIT[list(b"0123456789")] = True
 _IS_ALLOWED = _IS_SPACE | _IS_DIGIT
 _IS_ALLOWED[list(b"+-")] = True
 _INTEGER = re.compile(rb"[+-]?[0-9]+")
+BLOCK_BYTES = 16 << 20
+"""16 MiB: large enough that per-block overhead is invisible, small beside the arrays being built."""
 
 
 def read_bytes(path: Path) -> bytes:
     """The whole file, gunzipped when its name ends in ``.gz``; OS errors become InputError."""
-    try:
+    with input_errors(path):
         if path.name.endswith(".gz"):
             with gzip.open(path, "rb") as f:
                 return f.read()
         return path.read_bytes()
+
+
+def line_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes | bytearray]:
+    """The file (gunzipped as it is read when named ``.gz``) in blocks of whole lines.
+
+    Each block but the last ends with a newline, so a line never straddles two
+    blocks; a block is about ``block_bytes`` long (longer when one line is), so
+    a compressed file is never held decompressed in memory at once. OS and
+    gzip errors become InputError, as in :func:`read_bytes`.
+    """
+    with input_errors(path), (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+        pending = bytearray()
+        while block := f.read(block_bytes):
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                pending += block
+                continue
+            if pending:
+                pending += memoryview(block)[:cut]
+                yield pending
+            else:
+                yield block[:cut] if cut < len(block) else block
+            pending = bytearray(memoryview(block)[cut:])
+        if pending:
+            yield pending
+
+
+@contextmanager
+def input_errors(path: Path) -> Iterator[None]:
+    """Turn the OS and gzip errors of reading ``path`` into InputError naming it."""
+    try:
+        yield
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
@@ -144,9 +180,15 @@ def _raise_first_bad_token(data: bytes, path: Path, ignored: np.ndarray, what: s
     for index, line in enumerate(data.split(b"\n")):
         if index < len(ignored) and ignored[index]:
             continue
-        for token in line.split():
-            if not _INTEGER.fullmatch(token):
-                raise InputError(f"expected {what}, found {shown(token)}", path=path, line=index + 1)
-            if abs(int(token)) >= MAX_ID:
-                raise InputError(f"integer {shown(token)} is too large (limit 2**62)", path=path, line=index + 1)
+        if error := bad_token(line, path, index + 1, what):
+            raise error
 
+
+def bad_token(line: bytes, path: Path, number: int, what: str) -> InputError | None:
+    """The error for the first token of ``line`` (1-based ``number``) that is not a usable integer, if any."""
+    for token in line.split():
+        if not _INTEGER.fullmatch(token):
+            return InputError(f"expected {what}, found {shown(token)}", path=path, line=number)
+        if abs(int(token)) >= MAX_ID:
+            return InputError(f"integer {shown(token)} is too large (limit 2**62)", path=path, line=number)
+    return None

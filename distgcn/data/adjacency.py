@@ -29,7 +29,27 @@ def remap_ids(*id_arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     n = len(vertex_ids)
     if n == 0 or (vertex_ids[0] == 0 and vertex_ids[-1] == n - 1):
         return vertex_ids, [np.asarray(a, dtype=np.int64) for a in id_arrays]
-    return vertex_ids, [np.searchsorted(vertex_ids, a) for a in id_arrays]
+    if vertex_ids[-1] - vertex_ids[0] < LOOKUP_SPAN * len(everything):
+        lookup = np.empty(int(vertex_ids[-1] - vertex_ids[0]) + 1, dtype=np.int64)
+        lookup[vertex_ids - vertex_ids[0]] = np.arange(n)
+        return vertex_ids, [lookup[np.asarray(a, dtype=np.int64) - vertex_ids[0]] for a in id_arrays]
+    return vertex_ids, [_ranks(a, vertex_ids) for a in id_arrays]
+
+
+LOOKUP_SPAN = 2
+"""Ids spanning less than this many times their count are mapped by a lookup table (at most twice the ids' bytes):
+one memory access per id, where a binary search per id in file order misses the cache ~log2(n) times
+(46 s for 10^7 ids among 4·10^6 on the shared 2-core machine; 0.9 s by table)."""
+
+
+def _ranks(ids: np.ndarray, vertex_ids: np.ndarray) -> np.ndarray:
+    """Position of each id in ``vertex_ids``, searched in sorted order: the searches then walk ``vertex_ids``
+    in order and hit the cache."""
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids)
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[order] = np.searchsorted(vertex_ids, ids[order])
+    return ranks
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

@@ -13,33 +13,63 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data._text import read_bytes, tokenize_ints
+from distgcn.data._int_scan import NONE, comment_table, scan_block
+from distgcn.data._text import BLOCK_BYTES, bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, remap_ids, require_edges
 from distgcn.errors import InputError
 from distgcn.graph import Graph
 
+COMMENT = comment_table(b"#%")
+WHAT = "an integer vertex id"
+
 
 def load_snap(path: Path, *, symmetrize: bool = False, name: str | None = None) -> Graph:
     """Read an edge list file into a Graph without features."""
-    tokens = tokenize_ints(read_bytes(path), path, comment=b"#%", what="an integer vertex id")
-    per_line = np.bincount(tokens.line, minlength=tokens.num_lines)
-    bad = np.flatnonzero((per_line != 0) & (per_line != 2))
-    if bad.size:
-        line = int(bad[0])
-        raise InputError(
-            f"expected 2 vertex ids 'source target', found {per_line[line]} values", path=path, line=line + 1
-        )
-    values = tokens.values
-    if values.size == 0:
-        raise InputError("no edges found (expected lines 'source target')", path=path)
-    negative = values < 0
-    if negative.any():
-        first = int(np.argmax(negative))
-        raise InputError(f"negative vertex id {values[first]}", path=path, line=int(tokens.line[first]) + 1)
-    vertex_ids, (src, dst) = remap_ids(values[0::2], values[1::2])
+    src, dst = read_edge_ids(path)
+    vertex_ids, (src, dst) = remap_ids(src, dst)
     adj = edges_to_adjacency(src, dst, len(vertex_ids), symmetrize=symmetrize)
     require_edges(adj, path)
     return Graph(adj=adj, vertex_ids=vertex_ids, name=name or file_stem(path))
+
+
+def read_edge_ids(path: Path, *, block_bytes: int = BLOCK_BYTES) -> tuple[np.ndarray, np.ndarray]:
+    """The (source, target) id of every edge line, streamed block by block.
+
+    Errors keep the order of checks of a whole-file read: the first bad token
+    anywhere wins over a line with the wrong number of ids, which wins over an
+    empty file, which wins over a negative id.
+    """
+    pairs: list[np.ndarray] = []
+    lines_before = 0
+    wrong_count: tuple[int, int] | None = None  # (1-based line, values found)
+    negative: tuple[int, int] | None = None  # (1-based line, value)
+    for block in line_blocks(path, block_bytes):
+        scan = scan_block(block, COMMENT, per_line=2)
+        if scan.bad_token_line != NONE:
+            number = lines_before + scan.bad_token_line + 1
+            raise bad_token(_line_of(block, scan.bad_token_line), path, number, WHAT) or InputError(
+                f"expected {WHAT}", path=path, line=number)
+        if wrong_count is None and scan.bad_count_line != NONE:
+            wrong_count = (lines_before + scan.bad_count_line + 1, scan.bad_count)
+        if negative is None and scan.first_negative != NONE:
+            negative = (lines_before + scan.first_negative_line + 1, int(scan.values[scan.first_negative]))
+        if wrong_count is None:  # once a line is wrong the ids are not pairs, and only an error follows
+            pairs.append(scan.values.reshape(-1, 2))
+        lines_before += scan.num_lines
+    if wrong_count is not None:
+        raise InputError(f"expected 2 vertex ids 'source target', found {wrong_count[1]} values", path=path,
+                         line=wrong_count[0])
+    if sum(len(p) for p in pairs) == 0:
+        raise InputError("no edges found (expected lines 'source target')", path=path)
+    if negative is not None:
+        raise InputError(f"negative vertex id {negative[1]}", path=path, line=negative[0])
+    edges = np.concatenate(pairs)
+    return edges[:, 0], edges[:, 1]
+
+
+def _line_of(block: bytes | bytearray, index: int) -> bytes:
+    """Line ``index`` (0-based) of a block."""
+    return bytes(block).split(b"\n", index + 1)[index]
 
 
 def file_stem(path: Path) -> str:
