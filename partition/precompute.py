@@ -72,7 +72,8 @@ def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndar
     ``out`` with :func:`distgcn.partition_dir.check_output` (with the same ``force`` and ``inputs``).
     """
     nparts = int(metrics["parts"])
-    pid = partition_id(graph.fingerprint(), parts, nparts)
-    shards = iter_shards(graph, a_hat, parts, nparts, pid, vertex_order)
+    fingerprint = graph.fingerprint()
+    pid = partition_id(fingerprint, parts, nparts)
+    shards = iter_shards(graph, a_hat, parts, nparts, pid, vertex_order, graph_fingerprint=fingerprint)
     return write_directory(out, graph, a_hat, parts, shards, info, metrics, source, vertex_order, progress,
                            force=force, inputs=inputs)

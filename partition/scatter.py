@@ -52,5 +52,7 @@ def cut_and_scatter(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, 
         return scatter_shards(transport, None)
     assert prepared is not None
     graph, a_hat, parts = prepared
-    pid = partition_id(graph.fingerprint(), parts, transport.size)
-    return scatter_shards(transport, iter_shards(graph, a_hat, parts, transport.size, pid, vertex_order))
+    fingerprint = graph.fingerprint()
+    pid = partition_id(fingerprint, parts, transport.size)
+    return scatter_shards(transport, iter_shards(graph, a_hat, parts, transport.size, pid, vertex_order,
+                                                 graph_fingerprint=fingerprint))

@@ -45,8 +45,10 @@ def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_or
 
 
 def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
-                vertex_order: str = "rcm") -> Iterator[Shard]:
+                vertex_order: str = "rcm", *, graph_fingerprint: str | None = None) -> Iterator[Shard]:
     """Yield the shard of each rank in rank order.
+
+    ``graph_fingerprint``: ``graph.fingerprint()`` if the caller has it (hashing a 10^8-nonzero graph takes seconds).
 
     One pass over the nonzeros finds every (receiver, needed row) pair (the
     same pairs the partition metrics count); each rank's blocks and plan are
@@ -74,10 +76,11 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
 
     local_column = np.empty(n, dtype=np.int64)  # per rank: the local column of each global id its rows read
 
-    graph_fingerprint = graph.fingerprint()
+    graph_fingerprint = graph_fingerprint or graph.fingerprint()
     labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
     features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
-    masks = [m if m is not None else np.zeros(n, dtype=bool) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
+    masks = [m if m is not None else np.zeros(n, dtype=bool)
+             for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
 
     for rank in range(nparts):
         owned = order[part_starts[rank] : part_starts[rank + 1]]
