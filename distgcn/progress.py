@@ -14,11 +14,17 @@ where a redrawn line would be garbage. Only one process of a job reports
 
 Progress goes to stderr, so stdout keeps only results (epoch lines, summaries);
 :meth:`Progress.echo` prints such a result line without tearing the status line.
+
+Inside ``with progress.phase(...)`` a ticker thread keeps the elapsed time current while the work itself
+reports nothing (loading a graph, measuring communication): it redraws the status line every ``tick_s`` on a
+terminal and writes a line every ``log_every_s`` to a log. A thread runs only while the GIL is free: C code
+that holds it throughout (Mt-KaHyPar's and METIS's partition calls) silences the ticker until it returns.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -44,7 +50,8 @@ class Progress:
 
     def __init__(self, level: int = NORMAL, stream: TextIO | None = None, *, interactive: bool | None = None,
                  clock: Callable[[], float] = time.monotonic, wallclock: Callable[[], datetime] = datetime.now,
-                 log_every_s: float = 60.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1):
+                 log_every_s: float = 30.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1,
+                 tick_s: float = 1.0):
         self.level = level
         self.stream = stream if stream is not None else sys.stderr
         self.interactive = self.stream.isatty() if interactive is None else interactive
@@ -53,7 +60,10 @@ class Progress:
         self.log_every_s = log_every_s
         self.log_every_fraction = log_every_fraction
         self.redraw_s = redraw_s
-        self._status = ""  # the line currently drawn on the terminal, if any
+        self.tick_s = tick_s
+        self._status = ""  # the status line: drawn on a terminal, redrawn below each message
+        self._drawn = ""  # what the terminal shows of it now
+        self.lock = threading.RLock()  # the ticker thread draws too: one writer at a time
 
     @classmethod
     def for_rank(cls, rank: int, *, quiet: bool = False, verbose: bool = False,
@@ -87,12 +97,17 @@ class Progress:
 
     def echo(self, text: str, file: TextIO | None = None) -> None:
         """Print a result line (whatever the level) to ``file``, keeping the status line below it."""
-        self._clear()
-        print(text, file=file if file is not None else sys.stdout, flush=True)
-        self._draw(self._status)
+        with self.lock:
+            self._clear()
+            print(text, file=file if file is not None else sys.stdout, flush=True)
+            self._draw(self._status)
 
-    # ---- drawing -------------------------------------------------------------
+    # ---- drawing (callers hold self.lock or run on the main thread alone) ----
     def _line(self, message: str) -> None:
+        with self.lock:
+            self._write_line(message)
+
+    def _write_line(self, message: str) -> None:
         if self.interactive:
             self._clear()
             self.stream.write(message + "\n")
@@ -102,23 +117,27 @@ class Progress:
             self.stream.flush()
 
     def _set_status(self, text: str, draw: bool = True) -> None:
-        self._status = text
-        if draw:
-            self._draw(text)
+        with self.lock:
+            self._status = text
+            if draw:
+                self._draw(text)
 
     def _drop_status(self) -> None:
-        self._clear()
-        self._status = ""
+        with self.lock:
+            self._clear()
+            self._status = ""
 
     def _draw(self, text: str) -> None:
         if self.interactive and text:
             self.stream.write("\r\033[K" + text)
             self.stream.flush()
+            self._drawn = text
 
     def _clear(self) -> None:
         if self.interactive and self._status:
             self.stream.write("\r\033[K")
             self.stream.flush()
+            self._drawn = ""
 
 
 class Phase:
@@ -130,10 +149,10 @@ class Phase:
         self.total = total
         self.done = 0
         self.start = progress.clock()
-        self.started_at = progress.wallclock()
         self._last_shown = self.start
         self._last_bucket = 0
         self._finished = False
+        self._ticker: Ticker | None = None
         if progress.level >= NORMAL:
             if progress.interactive:
                 progress._set_status(self._describe(self.start))
@@ -141,14 +160,37 @@ class Phase:
                 progress._line(f"{name}: started" + (f" ({total} steps)" if total is not None else ""))
 
     def __enter__(self) -> Phase:
+        if self.progress.level >= NORMAL and self.progress.tick_s > 0:
+            self._ticker = Ticker(self.tick, self.progress.tick_s, f"progress: {self.name}")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._stop_ticker()
         if exc_type is None:
             self.finish()
         else:  # leave the failure's message on a clean line
             self.progress._drop_status()
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def tick(self) -> None:
+        """Refresh the elapsed time though no step was done: redraw the status line, or log it once an interval."""
+        p = self.progress
+        with p.lock:
+            if self._finished:
+                return
+            now = p.clock()
+            if p.interactive:
+                text = self._describe(now)
+                if text != p._drawn:
+                    p._set_status(text)
+            elif now - self._last_shown >= p.log_every_s:
+                self._last_shown = now
+                p._write_line(self._describe(now))
 
     def advance(self, steps: int = 1) -> None:
         self.update(self.done + steps)
@@ -159,6 +201,11 @@ class Phase:
         p = self.progress
         if p.level < NORMAL:
             return
+        with p.lock:
+            self._report(done)
+
+    def _report(self, done: int) -> None:
+        p = self.progress
         now = p.clock()
         if p.interactive:  # the text is kept current for redraws after echo(); drawn at a bounded rate
             draw = now - self._last_shown >= p.redraw_s or done == self.total
@@ -176,15 +223,17 @@ class Phase:
 
     def finish(self, message: str = "") -> None:
         """End the phase with its duration, and an optional summary of what it did."""
-        if self._finished:
-            return
-        self._finished = True
+        self._stop_ticker()  # before taking the lock, which the ticker may be waiting for
         p = self.progress
-        if p.level < NORMAL:
-            return
-        elapsed = format_duration(p.clock() - self.start)
-        p._drop_status()
-        p._line(f"{self.name}: done in {elapsed}" + (f"; {message}" if message else ""))
+        with p.lock:
+            if self._finished:
+                return
+            self._finished = True
+            if p.level < NORMAL:
+                return
+            elapsed = format_duration(p.clock() - self.start)
+            p._drop_status()
+            p._write_line(f"{self.name}: done in {elapsed}" + (f"; {message}" if message else ""))
 
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
@@ -198,6 +247,26 @@ class Phase:
                 text += f", {format_duration(elapsed * (self.total - self.done) / self.done)} left"
         elif self.done:
             text += f"{self.done} done, {format_duration(elapsed)} elapsed"
-        else:  # nothing redraws a phase of unknown length until it ends: say when it began
-            text += f"running since {self.started_at:%H:%M:%S}"
+        else:
+            text += f"{format_duration(elapsed)} elapsed"
         return text
+
+
+class Ticker:
+    """A daemon thread calling ``tick`` every ``interval_s`` seconds until :meth:`stop`."""
+
+    def __init__(self, tick: Callable[[], None], interval_s: float, name: str):
+        self._tick = tick
+        self._interval_s = interval_s
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            self._tick()
+
+    def stop(self) -> None:
+        """End the thread and wait for it (a tick under way finishes first)."""
+        self._stopped.set()
+        self.thread.join()

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import io
 import re
+import threading
+import time
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
 
 from distgcn.cli import main
-from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress, format_duration
+from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, format_duration
 
 from conftest import run_distgcn_in_process
 
@@ -31,9 +34,24 @@ class Clock:
         return self.now
 
 
-def make(level: int = NORMAL, interactive: bool = False) -> tuple[Progress, io.StringIO, Clock]:
+def make(level: int = NORMAL, interactive: bool = False, tick_s: float = 0.0) -> tuple[Progress, io.StringIO, Clock]:
+    """A Progress on a fake clock and stream; its ticker thread off unless ``tick_s`` (real seconds) is given."""
     stream, clock = io.StringIO(), Clock()
-    return Progress(level, stream, interactive=interactive, clock=clock, wallclock=lambda: STAMP), stream, clock
+    progress = Progress(level, stream, interactive=interactive, clock=clock, wallclock=lambda: STAMP, tick_s=tick_s)
+    return progress, stream, clock
+
+
+def tickers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("progress: ")]
+
+
+def wait_for(stream: io.StringIO, text: str) -> str:
+    """The stream's contents once ``text`` is in them (the ticker thread writes it); fails after 30 s."""
+    deadline = time.monotonic() + 30
+    while text not in stream.getvalue():
+        assert time.monotonic() < deadline, f"{text!r} never written: {stream.getvalue()!r}"
+        time.sleep(0.001)
+    return stream.getvalue()
 
 
 @pytest.mark.parametrize("seconds, text", [(0.04, "0.0s"), (12.34, "12.3s"), (245, "4m05s"), (7620, "2h07m")])
@@ -155,3 +173,85 @@ def test_minibatch_training_reports_its_normalization_presampling(capsys):
     phase = "pre-sampling 20 batches for the GraphSAINT normalization"
     assert f"{phase}: started (20 steps)" in err and f"{phase}: done in" in err
     assert err.count(f"{phase}: started") == 1  # rank 0 only
+
+
+def test_ticker_redraws_the_elapsed_time_of_a_phase_that_reports_nothing():
+    progress, stream, clock = make(interactive=True, tick_s=0.001)
+    with progress.phase("partitioning"):
+        assert [thread.daemon for thread in tickers()] == [True]
+        clock.now = 12.0
+        wait_for(stream, "\r\033[Kpartitioning: 12.0s elapsed")
+        clock.now = 75.0
+        out = wait_for(stream, "\r\033[Kpartitioning: 1m15s elapsed")
+        assert "\n" not in out  # redrawn in place
+    assert stream.getvalue().endswith("\r\033[Kpartitioning: done in 1m15s\n")
+    assert tickers() == []
+
+
+def counted_ticks(phase: Phase) -> Callable[[int], None]:
+    """Count the ticks of ``phase`` (to be entered next); the returned call waits until ``n`` more have run."""
+    ticks, tick = [0], phase.tick
+
+    def counting_tick() -> None:
+        tick()
+        ticks[0] += 1
+
+    phase.tick = counting_tick
+
+    def wait_ticks(n: int) -> None:
+        target, deadline = ticks[0] + n, time.monotonic() + 30
+        while ticks[0] < target:
+            assert time.monotonic() < deadline, "the ticker stopped ticking"
+            time.sleep(0.001)
+    return wait_ticks
+
+
+def test_ticker_logs_a_timestamped_line_once_an_interval():
+    progress, stream, clock = make(tick_s=0.001)
+    phase = progress.phase("measuring communication")
+    wait_ticks = counted_ticks(phase)
+    with phase:
+        wait_ticks(3)  # less than log_every_s (30 s) has passed: nothing is written
+        clock.now = 31.0
+        wait_for(stream, "measuring communication: 31.0s elapsed\n")
+        wait_ticks(3)  # written once, not once a tick
+        clock.now = 62.0
+        wait_for(stream, "measuring communication: 1m02s elapsed\n")
+    lines = [line.split(" ", 2)[2] for line in stream.getvalue().splitlines()]
+    assert lines == ["measuring communication: started", "measuring communication: 31.0s elapsed",
+                     "measuring communication: 1m02s elapsed", "measuring communication: done in 1m02s"]
+    assert "\r" not in stream.getvalue() and tickers() == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_ticker_stops_when_the_phase_fails(error):
+    progress, stream, clock = make(interactive=True, tick_s=0.001)
+    with pytest.raises(error):
+        with progress.phase("loading"):
+            clock.now = 3.0
+            wait_for(stream, "loading: 3.0s elapsed")
+            raise error()
+    assert tickers() == []
+    written = stream.getvalue()
+    clock.now = 9.0
+    time.sleep(0.05)  # fifty ticks' time: a ticker left behind would draw 9.0s
+    assert stream.getvalue() == written and written.endswith("\r\033[K")
+
+
+def test_finish_inside_the_phase_stops_the_ticker_before_its_done_line():
+    progress, stream, clock = make(tick_s=0.001)
+    with progress.phase("writing shards", total=4) as phase:
+        clock.now = 40.0
+        wait_for(stream, "writing shards:   0% (0/4), 40.0s elapsed\n")
+        phase.finish("4 shards")
+        assert tickers() == []
+        clock.now = 100.0
+        time.sleep(0.05)
+    assert stream.getvalue().splitlines()[-1].endswith("writing shards: done in 40.0s; 4 shards")
+
+
+def test_quiet_starts_no_ticker():
+    progress, stream, clock = make(level=QUIET, tick_s=0.001)
+    with progress.phase("loading"):
+        assert tickers() == []
+    assert stream.getvalue() == ""
