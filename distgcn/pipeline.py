@@ -250,7 +250,8 @@ def _check_memory(shard: Shard, train: TrainConfig, transport: Transport) -> Non
 def _make_trainer(shard: Shard, transport: Transport, config: RunConfig, kernel: str, progress: Progress) -> Trainer:
     minibatch = config.minibatch
     if minibatch is None or not minibatch.norm_samples:
-        return Trainer(shard, transport, config.train, kernel, minibatch)
+        with progress.phase("setting up the model"):  # torch.optim's first optimizer imports torch._dynamo: seconds
+            return Trainer(shard, transport, config.train, kernel, minibatch)
     with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
                         total=minibatch.norm_samples) as phase:
         return Trainer(shard, transport, config.train, kernel, minibatch, on_presample=phase.advance)

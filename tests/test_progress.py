@@ -6,8 +6,12 @@ share this process's stderr, as mpiexec's ranks share the job's).
 
 from __future__ import annotations
 
+import argparse
 import io
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +22,7 @@ import pytest
 from distgcn.cli import main
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, format_duration
 
-from conftest import run_distgcn_in_process
+from conftest import distgcn_in_process, run_distgcn_in_process
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5)
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
@@ -255,3 +259,42 @@ def test_quiet_starts_no_ticker():
     with progress.phase("loading"):
         assert tickers() == []
     assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("env, quiet, shown", [
+    ({"PMI_RANK": "0", "PMI_SIZE": "4"}, False, "starting 4 rank(s) (mpi): loading torch, then the transport"),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4"}, False, None),  # only rank 0 speaks
+    ({"PMI_RANK": "0", "PMI_SIZE": "4"}, True, None),
+    ({}, False, None),  # started by hand: no launcher to announce
+])
+def test_train_announces_a_launched_job_before_its_slow_imports(monkeypatch, capsys, env, quiet, shown):
+    from distgcn.commands.train import _announce
+
+    for var in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE",
+                "SLURM_STEP_ID", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    _announce(argparse.Namespace(quiet=quiet, verbose=False))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (captured.err.split(" ", 2)[2].rstrip("\n") if captured.err else None) == shown
+
+
+def test_the_announcement_needs_neither_torch_nor_mpi():
+    code = ("import sys, argparse; from distgcn.commands.train import _announce; "
+            "_announce(argparse.Namespace(quiet=False, verbose=False)); "
+            "print(sorted(m for m in ('torch', 'mpi4py') if m in sys.modules))")
+    env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == "[]\n", done
+    assert "starting 2 rank(s) (mpi)" in done.stderr
+
+
+def test_train_prints_the_announcement_first():
+    finished = distgcn_in_process(["train", "--graph", "synthetic:sbm,n=200,classes=2,features=4", "--epochs", "1"],
+                                  env={"PMI_RANK": "0", "PMI_SIZE": "1"})
+    assert finished.returncode == 0, finished
+    lines = finished.stderr.splitlines()
+    assert lines[0].endswith("starting 1 rank(s) (mpi): loading torch, then the transport"), lines
+    assert "setting up the model: done in" in finished.stderr
