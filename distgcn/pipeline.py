@@ -13,11 +13,13 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
 
+from partition.models import GIL_HOLDING_MODELS
 from partition.scatter import build_and_scatter
 
 from . import memory, signals, soundness
@@ -72,9 +74,10 @@ def shards_from(source: SourceConfig, seed: int) -> ShardSource:
                 return load_own_shard(transport, source.partition_dir)
         options = GraphOptions(spec=source.graph, symmetrize=source.symmetrize, features=source.features,
                                classes=source.classes, seed=seed, feature_norm=source.feature_norm)
-        with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards"):
-            return build_and_scatter(transport, options, source.partition, seed,
-                                     vertex_order=source.vertex_order or "rcm")
+        with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards") as phase:
+            with phase.outside_the_gil() if source.partition in GIL_HOLDING_MODELS else nullcontext():
+                return build_and_scatter(transport, options, source.partition, seed,
+                                         vertex_order=source.vertex_order or "rcm")
     return load
 
 

@@ -17,16 +17,20 @@ Progress goes to stderr, so stdout keeps only results (epoch lines, summaries);
 
 Inside ``with progress.phase(...)`` a ticker thread keeps the elapsed time current while the work itself
 reports nothing (loading a graph, measuring communication): it redraws the status line every ``tick_s`` on a
-terminal and writes a line every ``log_every_s`` to a log. A thread runs only while the GIL is free: C code
-that holds it throughout (Mt-KaHyPar's and METIS's partition calls) silences the ticker until it returns.
+terminal and writes a line every ``log_every_s`` to a log. A thread runs only while the GIL is free, so
+around C code that holds it throughout (the partitioners) :meth:`Phase.outside_the_gil` hands the ticking
+to a small process (:mod:`distgcn.ticker_process`).
 """
 
 from __future__ import annotations
 
+import io
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import TextIO
@@ -143,17 +147,23 @@ class Progress:
 class Phase:
     """One phase of a :class:`Progress`: counts steps, reports percentage, elapsed and remaining time."""
 
-    def __init__(self, progress: Progress, name: str, total: int | None):
+    def __init__(self, progress: Progress, name: str, total: int | None, *, announce: bool = True,
+                 elapsed_s: float = 0.0, since_log_s: float | None = None):
+        """``announce=False``, ``elapsed_s``, ``since_log_s``: a phase already under way, as a ticker process
+        continues it (no "started" line; elapsed time and the interval to the next log line go on)."""
         self.progress = progress
         self.name = name
         self.total = total
         self.done = 0
-        self.start = progress.clock()
-        self._last_shown = self.start
+        now = progress.clock()
+        self.start = now - elapsed_s
+        self._last_shown = self.start if since_log_s is None else now - since_log_s
         self._last_bucket = 0
         self._finished = False
         self._ticker: Ticker | None = None
-        if progress.level >= NORMAL:
+        self._handed_over = False  # a ticker process draws meanwhile (outside_the_gil)
+        self.ticker_process: subprocess.Popen | None = None
+        if progress.level >= NORMAL and announce:
             if progress.interactive:
                 progress._set_status(self._describe(self.start))
             else:
@@ -181,7 +191,7 @@ class Phase:
         """Refresh the elapsed time though no step was done: redraw the status line, or log it once an interval."""
         p = self.progress
         with p.lock:
-            if self._finished:
+            if self._finished or self._handed_over:
                 return
             now = p.clock()
             if p.interactive:
@@ -191,6 +201,45 @@ class Phase:
             elif now - self._last_shown >= p.log_every_s:
                 self._last_shown = now
                 p._write_line(self._describe(now))
+
+    @contextmanager
+    def outside_the_gil(self) -> Iterator[None]:
+        """Keep the elapsed time current around C code that holds the GIL, which stops the ticker thread.
+
+        A ticker process (:mod:`distgcn.ticker_process`) draws on this stream's file descriptor meanwhile;
+        where it cannot start (a stream without one, as in tests; no process allowed), the phase only
+        goes without ticks, as before.
+        """
+        process = self._start_ticker_process()
+        try:
+            yield
+        finally:
+            if process is not None:
+                _stop_process(process)
+                with self.progress.lock:
+                    self._handed_over = False
+                    self._last_shown = self.progress.clock()  # the process logged within the last interval
+
+    def _start_ticker_process(self) -> subprocess.Popen | None:
+        p = self.progress
+        if p.level < NORMAL or p.tick_s <= 0:
+            return None
+        try:
+            fd = p.stream.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return None
+        with p.lock:
+            now = p.clock()
+            args = [self.name, now - self.start, now - self._last_shown, int(p.interactive), p.tick_s, p.log_every_s]
+            p.stream.flush()
+            try:
+                process = subprocess.Popen([sys.executable, "-m", "distgcn.ticker_process", *map(str, args)],
+                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=fd)
+            except Exception:  # noqa: BLE001 - a display that cannot start must not stop the work it shows
+                return None
+            self._handed_over = True
+            self.ticker_process = process
+            return process
 
     def advance(self, steps: int = 1) -> None:
         self.update(self.done + steps)
@@ -250,6 +299,16 @@ class Phase:
         else:
             text += f"{format_duration(elapsed)} elapsed"
         return text
+
+
+def _stop_process(process: subprocess.Popen) -> None:
+    """End a ticker process: its stdin closes (it exits at once), or after 5 s it is killed."""
+    process.stdin.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class Ticker:

@@ -7,9 +7,11 @@ share this process's stderr, as mpiexec's ranks share the job's).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import io
 import os
 import re
+import select
 import subprocess
 import sys
 import threading
@@ -298,3 +300,73 @@ def test_train_prints_the_announcement_first():
     lines = finished.stderr.splitlines()
     assert lines[0].endswith("starting 1 rank(s) (mpi): loading torch, then the transport"), lines
     assert "setting up the model: done in" in finished.stderr
+
+
+class PollFd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+
+def poll_holding_the_gil(fd: int, timeout_s: float) -> bool:
+    """Wait until ``fd`` is readable without letting go of the GIL, as Mt-KaHyPar's partition call does.
+
+    ctypes.PyDLL calls keep the GIL: no thread of this process can write meanwhile.
+    """
+    ready = ctypes.PyDLL(None).poll(ctypes.byref(PollFd(fd, select.POLLIN, 0)), 1, int(timeout_s * 1000))
+    return ready == 1
+
+
+def drain(fd: int) -> str:
+    """What the pipe holds now (one read: the ticker process keeps writing)."""
+    return os.read(fd, 1 << 20).decode() if select.select([fd], [], [], 0)[0] else ""
+
+
+def read_to_end(fd: int) -> str:
+    """The rest, once every writer has closed the pipe."""
+    chunks = iter(lambda: os.read(fd, 1 << 20), b"")
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.mpi  # starts the ticker process
+@pytest.mark.parametrize("interactive, expected", [(False, re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+                                                                      r"partitioning: \d+\.\ds elapsed$", re.M)),
+                                                   (True, re.compile(r"\r\033\[Kpartitioning: \d+\.\ds elapsed"))])
+def test_a_ticker_process_reports_while_c_code_holds_the_gil(interactive, expected):
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    progress = Progress(NORMAL, stream, interactive=interactive, log_every_s=0.05, tick_s=0.01)
+    with progress.phase("partitioning") as phase:
+        with phase.outside_the_gil():
+            process = phase.ticker_process
+            assert process is not None
+            drain(read_end)  # what this process wrote: the start of the phase
+            assert poll_holding_the_gil(read_end, 60), "nothing was written while the GIL was held"
+            time.sleep(0.1)
+            assert expected.search(drain(read_end))
+        assert process.returncode is not None  # ended with the block
+    stream.close()
+    assert "partitioning: done in" in read_to_end(read_end)
+    os.close(read_end)
+
+
+@pytest.mark.mpi  # starts the ticker process
+def test_the_ticker_process_ends_when_the_work_fails():
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    progress = Progress(NORMAL, stream, interactive=False, tick_s=0.01)
+    with pytest.raises(KeyboardInterrupt):
+        with progress.phase("partitioning") as phase:
+            with phase.outside_the_gil():
+                process = phase.ticker_process
+                raise KeyboardInterrupt
+    assert process is not None and process.returncode is not None
+    stream.close()
+    os.close(read_end)
+
+
+def test_without_a_file_descriptor_the_phase_goes_on_without_a_ticker_process():
+    progress, stream, clock = make(tick_s=0.001)
+    with progress.phase("partitioning") as phase:
+        with phase.outside_the_gil():
+            assert phase.ticker_process is None
+        clock.now = 31.0
+        wait_for(stream, "partitioning: 31.0s elapsed")  # the thread ticks again after the block
