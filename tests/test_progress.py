@@ -370,3 +370,21 @@ def test_without_a_file_descriptor_the_phase_goes_on_without_a_ticker_process():
             assert phase.ticker_process is None
         clock.now = 31.0
         wait_for(stream, "partitioning: 31.0s elapsed")  # the thread ticks again after the block
+
+
+@pytest.mark.mpi  # starts the ticker process
+def test_the_ticker_thread_stays_silent_while_the_process_ticks():
+    read_end, write_end = os.pipe()
+    stream, clock = os.fdopen(write_end, "w"), Clock()
+    progress = Progress(NORMAL, stream, interactive=False, clock=clock, log_every_s=0.05, tick_s=0.01)
+    phase = progress.phase("partitioning")
+    wait_ticks = counted_ticks(phase)
+    with phase:
+        with phase.outside_the_gil():
+            clock.now = 500.0  # the thread's clock only: were it to log, it would say 8m20s
+            wait_ticks(5)
+            written = drain(read_end)
+    stream.close()
+    read_to_end(read_end)
+    os.close(read_end)
+    assert "8m20s" not in written
