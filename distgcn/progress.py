@@ -25,13 +25,15 @@ to a small process (:mod:`distgcn.ticker_process`).
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
@@ -234,7 +236,8 @@ class Phase:
             p.stream.flush()
             try:
                 process = subprocess.Popen([sys.executable, "-m", "distgcn.ticker_process", *map(str, args)],
-                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=fd)
+                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=fd,
+                                           env=_finding_this_package(os.environ))
             except Exception:  # noqa: BLE001 - a display that cannot start must not stop the work it shows
                 return None
             self._handed_over = True
@@ -299,6 +302,14 @@ class Phase:
         else:
             text += f"{format_duration(elapsed)} elapsed"
         return text
+
+
+def _finding_this_package(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this copy of distgcn first on PYTHONPATH: the ticker process imports the code running here
+    (from a source tree, in any directory), never another installed version, and never fails to find it."""
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [root, *(path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path)]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _stop_process(process: subprocess.Popen) -> None:
