@@ -23,13 +23,14 @@ from .schema import finite_or_nan, validate_metrics_line
 
 
 def format_epoch(m: dict) -> str:
-    """One human line: loss, accuracies, time and the share of it spent waiting on communication."""
-    comm = m["comm_wait_s"] + m["allreduce_s"]
-    share = comm / m["epoch_s"] if m["epoch_s"] > 0 else 0.0
+    """One human line: loss, accuracies, time and the share of it spent waiting on communication.
+
+    The share is ``comm_share``, the mean over ranks of each rank's own share (at most 100%).
+    """
     return (
         f"epoch {m['epoch']:4d}  loss {m['loss']:.4f}  train {m['train_acc']:.3f}  "
         f"val {m['val_acc']:.3f}  test {m['test_acc']:.3f}  {m['epoch_s'] * 1e3:8.1f} ms  "
-        f"comm {share:5.1%}  halo rows {m['halo_rows']}"
+        f"comm {m['comm_share']:5.1%}  halo rows {m['halo_rows']}"
     )
 
 

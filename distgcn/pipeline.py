@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from partition.models import GIL_HOLDING_MODELS
 from partition.scatter import build_and_scatter
 
 from . import csr_kernel, dropout_kernel, memory, signals, soundness
@@ -74,9 +76,10 @@ def shards_from(source: SourceConfig, seed: int) -> ShardSource:
                 return load_own_shard(transport, source.partition_dir)
         options = GraphOptions(spec=source.graph, symmetrize=source.symmetrize, features=source.features,
                                classes=source.classes, seed=seed, feature_norm=source.feature_norm)
-        with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards"):
-            return build_and_scatter(transport, options, source.partition, seed,
-                                     vertex_order=source.vertex_order or "rcm")
+        with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards") as phase:
+            with phase.outside_the_gil() if source.partition in GIL_HOLDING_MODELS else nullcontext():
+                return build_and_scatter(transport, options, source.partition, seed,
+                                         vertex_order=source.vertex_order or "rcm")
     return load
 
 
@@ -266,7 +269,8 @@ def _check_memory(shard: Shard, train: TrainConfig, transport: Transport, kernel
 def _make_trainer(shard: Shard, transport: Transport, config: RunConfig, kernel: str, progress: Progress) -> Trainer:
     minibatch = config.minibatch
     if minibatch is None or not minibatch.norm_samples:
-        return Trainer(shard, transport, config.train, kernel, minibatch)
+        with progress.phase("setting up the model"):  # torch.optim's first optimizer imports torch._dynamo: seconds
+            return Trainer(shard, transport, config.train, kernel, minibatch)
     with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
                         total=minibatch.norm_samples) as phase:
         return Trainer(shard, transport, config.train, kernel, minibatch, on_presample=phase.advance)

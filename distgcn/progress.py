@@ -14,14 +14,26 @@ where a redrawn line would be garbage. Only one process of a job reports
 
 Progress goes to stderr, so stdout keeps only results (epoch lines, summaries);
 :meth:`Progress.echo` prints such a result line without tearing the status line.
+
+Inside ``with progress.phase(...)`` a ticker thread keeps the elapsed time current while the work itself
+reports nothing (loading a graph, measuring communication): it redraws the status line every ``tick_s`` on a
+terminal and writes a line every ``log_every_s`` to a log. A thread runs only while the GIL is free, so
+around C code that holds it throughout (the partitioners) :meth:`Phase.outside_the_gil` hands the ticking
+to a small process (:mod:`distgcn.ticker_process`).
 """
 
 from __future__ import annotations
 
+import io
+import os
+import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
@@ -44,7 +56,8 @@ class Progress:
 
     def __init__(self, level: int = NORMAL, stream: TextIO | None = None, *, interactive: bool | None = None,
                  clock: Callable[[], float] = time.monotonic, wallclock: Callable[[], datetime] = datetime.now,
-                 log_every_s: float = 60.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1):
+                 log_every_s: float = 30.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1,
+                 tick_s: float = 1.0):
         self.level = level
         self.stream = stream if stream is not None else sys.stderr
         self.interactive = self.stream.isatty() if interactive is None else interactive
@@ -53,7 +66,10 @@ class Progress:
         self.log_every_s = log_every_s
         self.log_every_fraction = log_every_fraction
         self.redraw_s = redraw_s
-        self._status = ""  # the line currently drawn on the terminal, if any
+        self.tick_s = tick_s
+        self._status = ""  # the status line: drawn on a terminal, redrawn below each message
+        self._drawn = ""  # what the terminal shows of it now
+        self.lock = threading.RLock()  # the ticker thread draws too: one writer at a time
 
     @classmethod
     def for_rank(cls, rank: int, *, quiet: bool = False, verbose: bool = False,
@@ -87,12 +103,17 @@ class Progress:
 
     def echo(self, text: str, file: TextIO | None = None) -> None:
         """Print a result line (whatever the level) to ``file``, keeping the status line below it."""
-        self._clear()
-        print(text, file=file if file is not None else sys.stdout, flush=True)
-        self._draw(self._status)
+        with self.lock:
+            self._clear()
+            print(text, file=file if file is not None else sys.stdout, flush=True)
+            self._draw(self._status)
 
-    # ---- drawing -------------------------------------------------------------
+    # ---- drawing (callers hold self.lock or run on the main thread alone) ----
     def _line(self, message: str) -> None:
+        with self.lock:
+            self._write_line(message)
+
+    def _write_line(self, message: str) -> None:
         if self.interactive:
             self._clear()
             self.stream.write(message + "\n")
@@ -102,53 +123,126 @@ class Progress:
             self.stream.flush()
 
     def _set_status(self, text: str, draw: bool = True) -> None:
-        self._status = text
-        if draw:
-            self._draw(text)
+        with self.lock:
+            self._status = text
+            if draw:
+                self._draw(text)
 
     def _drop_status(self) -> None:
-        self._clear()
-        self._status = ""
+        with self.lock:
+            self._clear()
+            self._status = ""
 
     def _draw(self, text: str) -> None:
         if self.interactive and text:
             self.stream.write("\r\033[K" + text)
             self.stream.flush()
+            self._drawn = text
 
     def _clear(self) -> None:
         if self.interactive and self._status:
             self.stream.write("\r\033[K")
             self.stream.flush()
+            self._drawn = ""
 
 
 class Phase:
     """One phase of a :class:`Progress`: counts steps, reports percentage, elapsed and remaining time."""
 
-    def __init__(self, progress: Progress, name: str, total: int | None):
+    def __init__(self, progress: Progress, name: str, total: int | None, *, announce: bool = True,
+                 elapsed_s: float = 0.0, since_log_s: float | None = None):
+        """``announce=False``, ``elapsed_s``, ``since_log_s``: a phase already under way, as a ticker process
+        continues it (no "started" line; elapsed time and the interval to the next log line go on)."""
         self.progress = progress
         self.name = name
         self.total = total
         self.done = 0
-        self.start = progress.clock()
-        self.started_at = progress.wallclock()
-        self._last_shown = self.start
+        now = progress.clock()
+        self.start = now - elapsed_s
+        self._last_shown = self.start if since_log_s is None else now - since_log_s
         self._last_bucket = 0
         self._finished = False
-        if progress.level >= NORMAL:
+        self._ticker: Ticker | None = None
+        self._handed_over = False  # a ticker process draws meanwhile (outside_the_gil)
+        self.ticker_process: subprocess.Popen | None = None
+        if progress.level >= NORMAL and announce:
             if progress.interactive:
                 progress._set_status(self._describe(self.start))
             else:
                 progress._line(f"{name}: started" + (f" ({total} steps)" if total is not None else ""))
 
     def __enter__(self) -> Phase:
+        if self.progress.level >= NORMAL and self.progress.tick_s > 0:
+            self._ticker = Ticker(self.tick, self.progress.tick_s, f"progress: {self.name}")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._stop_ticker()
         if exc_type is None:
             self.finish()
         else:  # leave the failure's message on a clean line
             self.progress._drop_status()
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def tick(self) -> None:
+        """Refresh the elapsed time though no step was done: redraw the status line, or log it once an interval."""
+        p = self.progress
+        with p.lock:
+            if self._finished or self._handed_over:
+                return
+            now = p.clock()
+            if p.interactive:
+                text = self._describe(now)
+                if text != p._drawn:
+                    p._set_status(text)
+            elif now - self._last_shown >= p.log_every_s:
+                self._last_shown = now
+                p._write_line(self._describe(now))
+
+    @contextmanager
+    def outside_the_gil(self) -> Iterator[None]:
+        """Keep the elapsed time current around C code that holds the GIL, which stops the ticker thread.
+
+        A ticker process (:mod:`distgcn.ticker_process`) draws on this stream's file descriptor meanwhile;
+        where it cannot start (a stream without one, as in tests; no process allowed), the phase only
+        goes without ticks, as before.
+        """
+        process = self._start_ticker_process()
+        try:
+            yield
+        finally:
+            if process is not None:
+                _stop_process(process)
+                with self.progress.lock:
+                    self._handed_over = False
+                    self._last_shown = self.progress.clock()  # the process logged within the last interval
+
+    def _start_ticker_process(self) -> subprocess.Popen | None:
+        p = self.progress
+        if p.level < NORMAL or p.tick_s <= 0:
+            return None
+        try:
+            fd = p.stream.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return None
+        with p.lock:
+            now = p.clock()
+            args = [self.name, now - self.start, now - self._last_shown, int(p.interactive), p.tick_s, p.log_every_s]
+            p.stream.flush()
+            try:
+                process = subprocess.Popen([sys.executable, "-m", "distgcn.ticker_process", *map(str, args)],
+                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=fd,
+                                           env=_finding_this_package(os.environ))
+            except Exception:  # noqa: BLE001 - a display that cannot start must not stop the work it shows
+                return None
+            self._handed_over = True
+            self.ticker_process = process
+            return process
 
     def advance(self, steps: int = 1) -> None:
         self.update(self.done + steps)
@@ -159,6 +253,11 @@ class Phase:
         p = self.progress
         if p.level < NORMAL:
             return
+        with p.lock:
+            self._report(done)
+
+    def _report(self, done: int) -> None:
+        p = self.progress
         now = p.clock()
         if p.interactive:  # the text is kept current for redraws after echo(); drawn at a bounded rate
             draw = now - self._last_shown >= p.redraw_s or done == self.total
@@ -176,15 +275,17 @@ class Phase:
 
     def finish(self, message: str = "") -> None:
         """End the phase with its duration, and an optional summary of what it did."""
-        if self._finished:
-            return
-        self._finished = True
+        self._stop_ticker()  # before taking the lock, which the ticker may be waiting for
         p = self.progress
-        if p.level < NORMAL:
-            return
-        elapsed = format_duration(p.clock() - self.start)
-        p._drop_status()
-        p._line(f"{self.name}: done in {elapsed}" + (f"; {message}" if message else ""))
+        with p.lock:
+            if self._finished:
+                return
+            self._finished = True
+            if p.level < NORMAL:
+                return
+            elapsed = format_duration(p.clock() - self.start)
+            p._drop_status()
+            p._write_line(f"{self.name}: done in {elapsed}" + (f"; {message}" if message else ""))
 
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
@@ -198,6 +299,44 @@ class Phase:
                 text += f", {format_duration(elapsed * (self.total - self.done) / self.done)} left"
         elif self.done:
             text += f"{self.done} done, {format_duration(elapsed)} elapsed"
-        else:  # nothing redraws a phase of unknown length until it ends: say when it began
-            text += f"running since {self.started_at:%H:%M:%S}"
+        else:
+            text += f"{format_duration(elapsed)} elapsed"
         return text
+
+
+def _finding_this_package(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this copy of distgcn first on PYTHONPATH: the ticker process imports the code running here
+    (from a source tree, in any directory), never another installed version, and never fails to find it."""
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [root, *(path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path)]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _stop_process(process: subprocess.Popen) -> None:
+    """End a ticker process: its stdin closes (it exits at once), or after 5 s it is killed."""
+    process.stdin.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class Ticker:
+    """A daemon thread calling ``tick`` every ``interval_s`` seconds until :meth:`stop`."""
+
+    def __init__(self, tick: Callable[[], None], interval_s: float, name: str):
+        self._tick = tick
+        self._interval_s = interval_s
+        self._stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            self._tick()
+
+    def stop(self) -> None:
+        """End the thread and wait for it (a tick under way finishes first)."""
+        self._stopped.set()
+        self.thread.join()

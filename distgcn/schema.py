@@ -217,11 +217,13 @@ EPOCH_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_s", "c
 """The keys of every epoch record (distgcn/trainer.py's metrics)."""
 SLOWEST_KEYS = ("slowest_compute_s", "slowest_comm_wait_s", "slowest_allreduce_s")
 """The slowest rank's own split of epoch_s (written since the report drew it; older files lack them)."""
+LATER_EPOCH_KEYS = ("comm_share", *SLOWEST_KEYS)
+"""Keys added to the epoch records after files were already written without them: optional when read."""
 EPOCH_RECORD = Obj({
     "epoch": Int(minimum=1),
     **{key: NUMBER for key in EPOCH_KEYS[1:]},
     "slowest_rank": Key(COUNT, False),
-    **{key: Key(NUMBER, False) for key in SLOWEST_KEYS},
+    **{key: Key(NUMBER, False) for key in LATER_EPOCH_KEYS},
     "run": Key(RUN_HEADER, False),
 })
 """One line of a metrics file (distgcn/metrics_log.py); the first also carries ``run``."""
@@ -240,8 +242,8 @@ def validate_metrics_line(record: Any, source: str | Path) -> dict:
 
 def finite_or_nan(record: dict) -> dict:
     """An epoch record with null numbers (what the writer records for NaN or infinity) read back as NaN."""
-    return {key: float("nan") if value is None and key in (*EPOCH_KEYS, *SLOWEST_KEYS) else value
-            for key, value in record.items()}
+    numbers = (*EPOCH_KEYS, *LATER_EPOCH_KEYS)
+    return {key: float("nan") if value is None and key in numbers else value for key, value in record.items()}
 
 
 def checkpoint_schema() -> Obj:

@@ -53,11 +53,26 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
 
 
 EPOCH_REDUCTIONS = {
-    **dict.fromkeys(["loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages"], SUM),
+    **dict.fromkeys(["loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages",
+                     "comm_share"], SUM),
     **dict.fromkeys(["epoch_s", "compute_s", "comm_wait_s", "allreduce_s", "max_rank_halo_rows", "spmm_exchanges"],
                     MAX),
 }
-"""How each field of an epoch's metrics combines over ranks: totals, or the slowest (busiest) rank's value."""
+"""How each field of an epoch's metrics combines over ranks: totals, or the slowest (busiest) rank's value.
+
+``comm_share`` is summed only to be divided by the number of ranks: the mean of each rank's own share."""
+
+
+def rank_comm_share(counters: CommCounters, epoch_s: float) -> float:
+    """The share of this rank's epoch it spent blocked on halo messages or gradient allreduces.
+
+    Both are timed inside the epoch, one after the other on the rank's thread, so the share is at most 1.
+    The epoch record carries its mean over ranks; the maxima ``comm_wait_s`` and ``allreduce_s`` may come
+    from different ranks, so their sum over the slowest ``epoch_s`` can exceed 1 (issue #16).
+    """
+    return (counters.comm_wait_s + counters.allreduce_s) / epoch_s if epoch_s > 0 else 0.0
+
+
 SPLIT_KEYS = ("compute_s", "comm_wait_s", "allreduce_s")
 """The parts of an epoch's time on one rank; they add up to that rank's epoch_s."""
 
@@ -183,7 +198,7 @@ class Trainer:
         local = {"loss": loss_share, **correct, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
                  "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
                  "comm_wait_s": c.comm_wait_s, "allreduce_s": c.allreduce_s, "max_rank_halo_rows": c.halo_rows,
-                 "spmm_exchanges": c.spmm_exchanges}
+                 "spmm_exchanges": c.spmm_exchanges, "comm_share": rank_comm_share(c, epoch_s)}
         ranks, me = self.transport.size, self.transport.rank
         # every rank's own split, gathered by one sum (each rank fills its own slots), in the same allreduce
         per_rank = {f"{key}@{rank}": local[key] if rank == me else 0.0
@@ -199,6 +214,7 @@ class Trainer:
         return {"epoch": epoch, "loss": total["loss"],
                 **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
                 **{key: total[key] for key in ("epoch_s", "compute_s", "comm_wait_s", "allreduce_s")},
+                "comm_share": total["comm_share"] / self.transport.size,
                 **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
                                                     "spmm_exchanges")},
                 # the slowest rank's own split: unlike the per-key maxima above, it adds up to epoch_s

@@ -31,6 +31,10 @@ from .external import external_parts
 from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
 from .weights import vertex_weights
 
+GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
+"""Models whose partitioner (METIS, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it returns:
+their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
+
 if TYPE_CHECKING:
     from distgcn.config import SamplerSpec
 

@@ -9,6 +9,7 @@ measure its communication (:mod:`partition.metrics`), cut the shards
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 
 from .metrics import partition_metrics
-from .models import compute_parts
+from .models import GIL_HOLDING_MODELS, compute_parts
 from .shards import iter_shards
 from .stochastic import sampling_report
 
@@ -45,9 +46,10 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         graph, a_hat = prepare_graph(options)
         phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
-        parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                    preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                                    vertex_weight=vertex_weight)
+        with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
+            parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                                        preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
+                                        vertex_weight=vertex_weight)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     if "shp" in info:
         report, warning = sampling_report(info["shp"])

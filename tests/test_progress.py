@@ -6,16 +6,25 @@ share this process's stderr, as mpiexec's ranks share the job's).
 
 from __future__ import annotations
 
+import argparse
+import ctypes
 import io
+import os
 import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import datetime
 
 import pytest
 
 from distgcn.cli import main
-from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress, format_duration
+from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, format_duration
 
-from conftest import run_distgcn_in_process
+from conftest import distgcn_in_process, run_distgcn_in_process
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5)
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
@@ -31,9 +40,24 @@ class Clock:
         return self.now
 
 
-def make(level: int = NORMAL, interactive: bool = False) -> tuple[Progress, io.StringIO, Clock]:
+def make(level: int = NORMAL, interactive: bool = False, tick_s: float = 0.0) -> tuple[Progress, io.StringIO, Clock]:
+    """A Progress on a fake clock and stream; its ticker thread off unless ``tick_s`` (real seconds) is given."""
     stream, clock = io.StringIO(), Clock()
-    return Progress(level, stream, interactive=interactive, clock=clock, wallclock=lambda: STAMP), stream, clock
+    progress = Progress(level, stream, interactive=interactive, clock=clock, wallclock=lambda: STAMP, tick_s=tick_s)
+    return progress, stream, clock
+
+
+def tickers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("progress: ")]
+
+
+def wait_for(stream: io.StringIO, text: str) -> str:
+    """The stream's contents once ``text`` is in them (the ticker thread writes it); fails after 30 s."""
+    deadline = time.monotonic() + 30
+    while text not in stream.getvalue():
+        assert time.monotonic() < deadline, f"{text!r} never written: {stream.getvalue()!r}"
+        time.sleep(0.001)
+    return stream.getvalue()
 
 
 @pytest.mark.parametrize("seconds, text", [(0.04, "0.0s"), (12.34, "12.3s"), (245, "4m05s"), (7620, "2h07m")])
@@ -155,3 +179,212 @@ def test_minibatch_training_reports_its_normalization_presampling(capsys):
     phase = "pre-sampling 20 batches for the GraphSAINT normalization"
     assert f"{phase}: started (20 steps)" in err and f"{phase}: done in" in err
     assert err.count(f"{phase}: started") == 1  # rank 0 only
+
+
+def test_ticker_redraws_the_elapsed_time_of_a_phase_that_reports_nothing():
+    progress, stream, clock = make(interactive=True, tick_s=0.001)
+    with progress.phase("partitioning"):
+        assert [thread.daemon for thread in tickers()] == [True]
+        clock.now = 12.0
+        wait_for(stream, "\r\033[Kpartitioning: 12.0s elapsed")
+        clock.now = 75.0
+        out = wait_for(stream, "\r\033[Kpartitioning: 1m15s elapsed")
+        assert "\n" not in out  # redrawn in place
+    assert stream.getvalue().endswith("\r\033[Kpartitioning: done in 1m15s\n")
+    assert tickers() == []
+
+
+def counted_ticks(phase: Phase) -> Callable[[int], None]:
+    """Count the ticks of ``phase`` (to be entered next); the returned call waits until ``n`` more have run."""
+    ticks, tick = [0], phase.tick
+
+    def counting_tick() -> None:
+        tick()
+        ticks[0] += 1
+
+    phase.tick = counting_tick
+
+    def wait_ticks(n: int) -> None:
+        target, deadline = ticks[0] + n, time.monotonic() + 30
+        while ticks[0] < target:
+            assert time.monotonic() < deadline, "the ticker stopped ticking"
+            time.sleep(0.001)
+    return wait_ticks
+
+
+def test_ticker_logs_a_timestamped_line_once_an_interval():
+    progress, stream, clock = make(tick_s=0.001)
+    phase = progress.phase("measuring communication")
+    wait_ticks = counted_ticks(phase)
+    with phase:
+        wait_ticks(3)  # less than log_every_s (30 s) has passed: nothing is written
+        clock.now = 31.0
+        wait_for(stream, "measuring communication: 31.0s elapsed\n")
+        wait_ticks(3)  # written once, not once a tick
+        clock.now = 62.0
+        wait_for(stream, "measuring communication: 1m02s elapsed\n")
+    lines = [line.split(" ", 2)[2] for line in stream.getvalue().splitlines()]
+    assert lines == ["measuring communication: started", "measuring communication: 31.0s elapsed",
+                     "measuring communication: 1m02s elapsed", "measuring communication: done in 1m02s"]
+    assert "\r" not in stream.getvalue() and tickers() == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_ticker_stops_when_the_phase_fails(error):
+    progress, stream, clock = make(interactive=True, tick_s=0.001)
+    with pytest.raises(error):
+        with progress.phase("loading"):
+            clock.now = 3.0
+            wait_for(stream, "loading: 3.0s elapsed")
+            raise error()
+    assert tickers() == []
+    written = stream.getvalue()
+    clock.now = 9.0
+    time.sleep(0.05)  # fifty ticks' time: a ticker left behind would draw 9.0s
+    assert stream.getvalue() == written and written.endswith("\r\033[K")
+
+
+def test_finish_inside_the_phase_stops_the_ticker_before_its_done_line():
+    progress, stream, clock = make(tick_s=0.001)
+    with progress.phase("writing shards", total=4) as phase:
+        clock.now = 40.0
+        wait_for(stream, "writing shards:   0% (0/4), 40.0s elapsed\n")
+        phase.finish("4 shards")
+        assert tickers() == []
+        clock.now = 100.0
+        time.sleep(0.05)
+    assert stream.getvalue().splitlines()[-1].endswith("writing shards: done in 40.0s; 4 shards")
+
+
+def test_quiet_starts_no_ticker():
+    progress, stream, clock = make(level=QUIET, tick_s=0.001)
+    with progress.phase("loading"):
+        assert tickers() == []
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize("env, quiet, shown", [
+    ({"PMI_RANK": "0", "PMI_SIZE": "4"}, False, "starting 4 rank(s) (mpi): loading torch, then the transport"),
+    ({"PMI_RANK": "1", "PMI_SIZE": "4"}, False, None),  # only rank 0 speaks
+    ({"PMI_RANK": "0", "PMI_SIZE": "4"}, True, None),
+    ({}, False, None),  # started by hand: no launcher to announce
+])
+def test_train_announces_a_launched_job_before_its_slow_imports(monkeypatch, capsys, env, quiet, shown):
+    from distgcn.commands.train import _announce
+
+    for var in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE",
+                "SLURM_STEP_ID", "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    _announce(argparse.Namespace(quiet=quiet, verbose=False))
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (captured.err.split(" ", 2)[2].rstrip("\n") if captured.err else None) == shown
+
+
+def test_the_announcement_needs_neither_torch_nor_mpi():
+    code = ("import sys, argparse; from distgcn.commands.train import _announce; "
+            "_announce(argparse.Namespace(quiet=False, verbose=False)); "
+            "print(sorted(m for m in ('torch', 'mpi4py') if m in sys.modules))")
+    env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout == "[]\n", done
+    assert "starting 2 rank(s) (mpi)" in done.stderr
+
+
+def test_train_prints_the_announcement_first():
+    finished = distgcn_in_process(["train", "--graph", "synthetic:sbm,n=200,classes=2,features=4", "--epochs", "1"],
+                                  env={"PMI_RANK": "0", "PMI_SIZE": "1"})
+    assert finished.returncode == 0, finished
+    lines = finished.stderr.splitlines()
+    assert lines[0].endswith("starting 1 rank(s) (mpi): loading torch, then the transport"), lines
+    assert "setting up the model: done in" in finished.stderr
+
+
+class PollFd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
+
+
+def poll_holding_the_gil(fd: int, timeout_s: float) -> bool:
+    """Wait until ``fd`` is readable without letting go of the GIL, as Mt-KaHyPar's partition call does.
+
+    ctypes.PyDLL calls keep the GIL: no thread of this process can write meanwhile.
+    """
+    ready = ctypes.PyDLL(None).poll(ctypes.byref(PollFd(fd, select.POLLIN, 0)), 1, int(timeout_s * 1000))
+    return ready == 1
+
+
+def drain(fd: int) -> str:
+    """What the pipe holds now (one read: the ticker process keeps writing)."""
+    return os.read(fd, 1 << 20).decode() if select.select([fd], [], [], 0)[0] else ""
+
+
+def read_to_end(fd: int) -> str:
+    """The rest, once every writer has closed the pipe."""
+    chunks = iter(lambda: os.read(fd, 1 << 20), b"")
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.mpi  # starts the ticker process
+@pytest.mark.parametrize("interactive, expected", [(False, re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+                                                                      r"partitioning: \d+\.\ds elapsed$", re.M)),
+                                                   (True, re.compile(r"\r\033\[Kpartitioning: \d+\.\ds elapsed"))])
+def test_a_ticker_process_reports_while_c_code_holds_the_gil(interactive, expected):
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    progress = Progress(NORMAL, stream, interactive=interactive, log_every_s=0.05, tick_s=0.01)
+    with progress.phase("partitioning") as phase:
+        with phase.outside_the_gil():
+            process = phase.ticker_process
+            assert process is not None
+            drain(read_end)  # what this process wrote: the start of the phase
+            assert poll_holding_the_gil(read_end, 60), "nothing was written while the GIL was held"
+            time.sleep(0.1)
+            assert expected.search(drain(read_end))
+        assert process.returncode is not None  # ended with the block
+    stream.close()
+    assert "partitioning: done in" in read_to_end(read_end)
+    os.close(read_end)
+
+
+@pytest.mark.mpi  # starts the ticker process
+def test_the_ticker_process_ends_when_the_work_fails():
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    progress = Progress(NORMAL, stream, interactive=False, tick_s=0.01)
+    with pytest.raises(KeyboardInterrupt):
+        with progress.phase("partitioning") as phase:
+            with phase.outside_the_gil():
+                process = phase.ticker_process
+                raise KeyboardInterrupt
+    assert process is not None and process.returncode is not None
+    stream.close()
+    os.close(read_end)
+
+
+def test_without_a_file_descriptor_the_phase_goes_on_without_a_ticker_process():
+    progress, stream, clock = make(tick_s=0.001)
+    with progress.phase("partitioning") as phase:
+        with phase.outside_the_gil():
+            assert phase.ticker_process is None
+        clock.now = 31.0
+        wait_for(stream, "partitioning: 31.0s elapsed")  # the thread ticks again after the block
+
+
+@pytest.mark.mpi  # starts the ticker process
+def test_the_ticker_thread_stays_silent_while_the_process_ticks():
+    read_end, write_end = os.pipe()
+    stream, clock = os.fdopen(write_end, "w"), Clock()
+    progress = Progress(NORMAL, stream, interactive=False, clock=clock, log_every_s=0.05, tick_s=0.01)
+    phase = progress.phase("partitioning")
+    wait_ticks = counted_ticks(phase)
+    with phase:
+        with phase.outside_the_gil():
+            clock.now = 500.0  # the thread's clock only: were it to log, it would say 8m20s
+            wait_ticks(5)
+            written = drain(read_end)
+    stream.close()
+    read_to_end(read_end)
+    os.close(read_end)
+    assert "8m20s" not in written

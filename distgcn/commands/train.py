@@ -106,6 +106,22 @@ def run_config(args: argparse.Namespace) -> RunConfig:
                      outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
 
 
+def _announce(args: argparse.Namespace) -> None:
+    """Rank 0 of a launched job says that it started, before the seconds of importing torch and starting MPI.
+
+    Read from the launcher's environment alone; a process started by hand (launcher none) stays as it was.
+    """
+    import os
+
+    from ..launch import detect
+    from ..progress import Progress
+
+    launch = detect(os.environ)
+    if launch.launcher != "none":
+        Progress.for_rank(launch.rank, quiet=args.quiet, verbose=args.verbose).info(
+            f"starting {launch.world_size} rank(s) ({launch.launcher}): loading torch, then the transport")
+
+
 def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
     """The minibatch settings, None for full-batch training (no --sampler)."""
     spec = sampler_spec(args)
@@ -119,6 +135,7 @@ def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _announce(args)
     from .. import signals
     from ..collective import CollectiveInputError, abort_on_unexpected
     from ..threads import default_threads, set_threads

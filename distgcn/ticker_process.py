@@ -1,0 +1,36 @@
+"""A phase's ticker in its own process, for C code that holds the GIL (``python -m distgcn.ticker_process``).
+
+Mt-KaHyPar's and METIS's partition calls keep the GIL until they return (measured: a 0.1 s ticker thread ran
+4 times during a 139 s Mt-KaHyPar call), so no thread of the partitioning process can say that it is still
+working. This process can: started by :meth:`distgcn.progress.Phase.outside_the_gil` with the phase's state,
+it draws the same status line or log lines (through the same :class:`~distgcn.progress.Phase` code) on the
+stream it inherited as stderr, and ends when its stdin closes: when the parent stops it, or dies.
+
+Arguments: name, seconds the phase has run, seconds since its last log line, interactive (0/1), tick_s,
+log_every_s. Only the standard library and :mod:`distgcn.progress` are imported: the process starts in a
+fraction of a second.
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import sys
+
+from .progress import NORMAL, Phase, Progress
+
+
+def main(argv: list[str]) -> int:
+    name, elapsed_s, since_log_s, interactive, tick_s, log_every_s = argv
+    # Ctrl-C reaches the whole process group; the parent, still in C code, ends this process once it returns
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    progress = Progress(NORMAL, sys.stderr, interactive=interactive == "1", tick_s=float(tick_s),
+                        log_every_s=float(log_every_s))
+    phase = Phase(progress, name, None, announce=False, elapsed_s=float(elapsed_s), since_log_s=float(since_log_s))
+    while not select.select([sys.stdin], [], [], progress.tick_s)[0]:
+        phase.tick()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
