@@ -362,3 +362,20 @@ def test_runs_are_labelled_by_dataset_name_not_path(tmp_path):
     text = (out / "summary.md").read_text()
     assert str(tmp_path) not in text and "| soc-Slashdot0902, RP, P=1 | p1/run |" in text
     assert {p.name for p in out.glob("time-*.png")} == {"time-p1-run.png", "time-p2-run.png"}
+
+
+def test_jobs_collect_splits_the_epoch_as_the_slowest_rank_spent_it(tmp_path):
+    """The per-key maxima (each from its own rank) add up to more than the epoch; the slowest rank's own split
+    does not, and older files without it fall back to the maxima."""
+    path = write_metrics(tmp_path / "metrics-p2.jsonl", 0.0, ranks=2, model="random", epochs=3)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    split = {"epoch_s": 0.1, "compute_s": 0.09, "comm_wait_s": 0.06, "allreduce_s": 0.01,
+             "slowest_compute_s": 0.07, "slowest_comm_wait_s": 0.025, "slowest_allreduce_s": 0.005}
+    path.write_text("".join(json.dumps({**r, **split}) + "\n" for r in records))
+    [row] = scaling_table(dict([load_metrics(path)]))
+    assert (row["compute_s"], row["comm_wait_s"], row["allreduce_s"]) == (0.07, 0.025, 0.005)
+    assert row["compute_s"] + row["comm_wait_s"] + row["allreduce_s"] == pytest.approx(row["epoch_s"])
+    old = [{k: v for k, v in {**r, **split}.items() if not k.startswith("slowest_")} for r in records]
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    [row] = scaling_table(dict([load_metrics(path)]))
+    assert (row["compute_s"], row["comm_wait_s"], row["allreduce_s"]) == (0.09, 0.06, 0.01)
