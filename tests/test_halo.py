@@ -52,6 +52,10 @@ def check_exchange(result: dict, ranks: int, directed: bool) -> None:
     # forward + matmul + transpose: three exchanges with the same total volume each.
     assert sum(result["total_rows"]) == 3 * sum(len(x) for x in needed)
     assert sum(result["total_messages"]) == 3 * sum(len(s) for s in senders)
+    # Bytes per rank: two forward exchanges send its rows others need, the transpose sends back one partial per
+    # halo row it received; each row is `width` float64 values. Every call counts as an exchange.
+    assert result["total_bytes"] == [(2 * sent_by[p] + len(needed[p])) * result["width"] * 8 for p in range(ranks)]
+    assert result["exchanges"] == [3] * ranks
     assert result["y_error"] < 1e-12
     assert result["gt_error"] < 1e-12
 
