@@ -56,6 +56,7 @@ def check_exchange(result: dict, ranks: int, directed: bool) -> None:
     # halo row it received; each row is `width` float64 values. Every call counts as an exchange.
     assert result["total_bytes"] == [(2 * sent_by[p] + len(needed[p])) * result["width"] * 8 for p in range(ranks)]
     assert result["exchanges"] == [3] * ranks
+    assert result["n_halo"] == [len(x) for x in needed]
     assert result["y_error"] < 1e-12
     assert result["gt_error"] < 1e-12
 

@@ -53,7 +53,9 @@ def test_a_float32_block_sums_in_float32(kernel):
 
 @pytest.mark.parametrize("kernel", ["scipy", "numba"])
 def test_indices_are_int32_where_they_fit(kernel):
-    block = BLOCKS[kernel](sp.random(70, 90, density=0.2, format="csr", random_state=1), torch.float64, CPU)
+    a = sp.random(70, 90, density=0.2, format="csr", random_state=1)
+    a.indices, a.indptr = a.indices.astype(np.int64), a.indptr.astype(np.int64)  # as a large shard's blocks come
+    block = BLOCKS[kernel](a, torch.float64, CPU)
     assert block.matrix.indices.dtype == np.int32 and block.matrix.indptr.dtype == np.int32
 
 
