@@ -76,3 +76,31 @@ def test_exchange_sends_exactly_the_required_rows_under_mpiexec(tmp_path):
     result = run_mpi_script("spmm_check.py", ranks, tmp_path / "result.json", str(N), str(EDGES), str(SEED), mode,
                             "1" if directed else "0", kernel)
     check_exchange(result, ranks, directed)
+
+
+def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too():
+    """What the memory model counts: one halo buffer per width, reused by every exchange and by the partials."""
+    import numpy as np
+    import torch
+
+    from distgcn.counters import CommCounters
+    from distgcn.graph import Graph, normalized_adjacency
+    from distgcn.halo import HaloExchanger, HaloPlan
+    from partition.shards import iter_shards
+    from spmm_check import make_parts
+
+    def rank_main(transport) -> list[int]:
+        adj = make_graph(N, EDGES, SEED, True)
+        shard = list(iter_shards(Graph(adj=adj, vertex_ids=np.arange(N)), normalized_adjacency(adj),
+                                 make_parts(N, 2, "random", SEED), 2, "test"))[transport.rank]
+        exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, CommCounters(), exchanges=True)
+        starts = []
+        for _ in range(2):
+            exchange = exchanger.start_forward(torch.ones((shard.n_owned, 3), dtype=torch.float64))
+            starts.append([rows.data_ptr() for _, rows in exchange.arrivals()][0])
+            exchange.finish()
+        starts.append(exchanger.halo_partials(3, torch.float64).data_ptr())
+        return starts
+
+    for starts in run_ranks(2, rank_main):
+        assert len(set(starts)) == 1, starts
