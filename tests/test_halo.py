@@ -78,8 +78,10 @@ def test_exchange_sends_exactly_the_required_rows_under_mpiexec(tmp_path):
     check_exchange(result, ranks, directed)
 
 
-def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too():
-    """What the memory model counts: one halo buffer per width, reused by every exchange and by the partials."""
+@pytest.mark.parametrize("wire", [None, "bfloat16"])
+def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too(wire):
+    """What the memory model counts: per width, one halo and one send buffer (and one of each in a narrower wire
+    dtype) that every forward and reverse exchange reuses; the partials go in the forward's halo buffer."""
     import numpy as np
     import torch
 
@@ -89,18 +91,24 @@ def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too(
     from partition.shards import iter_shards
     from spmm_check import make_parts
 
-    def rank_main(transport) -> list[int]:
+    def rank_main(transport) -> tuple[list[int], int]:
         adj = make_graph(N, EDGES, SEED, True)
         shard = list(iter_shards(Graph(adj=adj, vertex_ids=np.arange(N)), normalized_adjacency(adj),
                                  make_parts(N, 2, "random", SEED), 2, "test"))[transport.rank]
-        exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, CommCounters(), exchanges=True)
+        exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, CommCounters(), exchanges=True,
+                                  wire_dtype=None if wire is None else getattr(torch, wire))
         starts = []
         for _ in range(2):
             exchange = exchanger.start_forward(torch.ones((shard.n_owned, 3), dtype=torch.float64))
             starts.append([rows.data_ptr() for _, rows in exchange.arrivals()][0])
             exchange.finish()
-        starts.append(exchanger.halo_partials(3, torch.float64).data_ptr())
-        return starts
+            partials = exchanger.halo_partials(3, torch.float64)
+            starts.append(partials.data_ptr())
+            reverse = exchanger.start_reverse(partials)
+            reverse.add_into(torch.zeros((shard.n_owned, 3), dtype=torch.float64))
+            reverse.finish()
+        return starts, len(exchanger._buffers)
 
-    for starts in run_ranks(2, rank_main):
+    for starts, buffers in run_ranks(2, rank_main):
         assert len(set(starts)) == 1, starts
+        assert buffers == (2 if wire is None else 4)
