@@ -167,8 +167,9 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
     assert torch.equal(contents["state"]["w"], torch.full((3,), 1.0))
     assert len(warnings) == 2 and all("checksum mismatch" in w for w in warnings)
     (tmp_path / "checkpoint-00000001.pt").write_bytes(b"")
-    with pytest.raises(InputError, match="none of the 3 checkpoints is sound"):
+    with pytest.raises(InputError) as info:
         newest_checkpoint(tmp_path, IDENTITY, warnings.append)
+    assert str(info.value) == f"{tmp_path}: none of the 3 checkpoints is sound; move them away to start afresh"
 
 
 def test_keep_prunes_oldest_and_leaves_no_temporary_files(tmp_path):

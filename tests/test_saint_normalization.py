@@ -58,6 +58,7 @@ def test_counts_and_weights_are_the_definitions(chunk_entries):
     a = sp.csr_matrix(DENSE)
     rows = np.repeat(np.arange(5), np.diff(a.indptr))
     assert norm.num_samples == 5
+    assert norm.vertex_counts.dtype == norm.edge_counts.dtype == np.int64  # documented int64 counts
     np.testing.assert_array_equal(norm.vertex_counts, c_v)
     np.testing.assert_array_equal(norm.edge_counts, c_e[rows, a.indices])
     np.testing.assert_array_equal(norm.inclusion_probabilities(), c_v / 5)
@@ -133,6 +134,8 @@ def test_presampling_counts_each_row_and_entry_by_definition():
     norm = presample(sampler, seed=5, num_samples=3, on_sample=lambda: ticks.append(1))
     assert sampler.keys == [batch_key(5, 0, k) for k in range(3)] and len(set(sampler.keys)) == 3 and ticks == [1] * 3
     assert norm.num_samples == 3
+    assert {counts.dtype for counts in (norm.vertex_counts, norm.owned_edge_counts, norm.halo_edge_counts)} == {
+        np.dtype(np.int64)}  # documented int64 counts
     np.testing.assert_array_equal(norm.vertex_counts, [2, 2])  # row 0 in samples 0 and 1, row 1 in 1 and 2
     # owned entries (row, col): (0, 0) in samples 0, 1; (0, 1) in 1; (1, 1) in 1, 2
     np.testing.assert_array_equal(norm.owned_edge_counts, [2, 1, 2])
