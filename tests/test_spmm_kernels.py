@@ -71,3 +71,16 @@ def test_numba_block_uses_its_loop_except_for_narrow_products_on_one_thread(monk
     block.add_product(out, torch.from_numpy(x))
     assert calls == ([1] if own_loop else [])
     np.testing.assert_allclose(out.numpy(), DENSE_A @ x, rtol=1e-14, atol=1e-14)
+
+
+def test_numba_block_computes_its_row_blocks_once_per_thread_count(monkeypatch):
+    """csr_kernel.add_product's cache: a block multiplied again and again splits its rows once per thread count."""
+    splits = []
+    row_blocks = csr_kernel.row_blocks
+    monkeypatch.setattr(csr_kernel, "row_blocks", lambda *args: splits.append(args[1]) or row_blocks(*args))
+    block = NumbaBlock(sp.csr_matrix(DENSE_A), torch.float64, CPU)
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((5, 40)))
+    for threads in (2, 2, 3, 2):
+        monkeypatch.setattr(csr_kernel, "threads", lambda: threads)
+        block.add_product(torch.zeros((4, 40), dtype=torch.float64), x)
+    assert splits == [2 * csr_kernel.BLOCKS_PER_THREAD, 3 * csr_kernel.BLOCKS_PER_THREAD]
