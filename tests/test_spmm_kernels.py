@@ -84,3 +84,17 @@ def test_numba_block_computes_its_row_blocks_once_per_thread_count(monkeypatch):
         monkeypatch.setattr(csr_kernel, "threads", lambda: threads)
         block.add_product(torch.zeros((4, 40), dtype=torch.float64), x)
     assert splits == [2 * csr_kernel.BLOCKS_PER_THREAD, 3 * csr_kernel.BLOCKS_PER_THREAD]
+
+
+@pytest.mark.parametrize("kernel", sorted(BLOCKS))
+@pytest.mark.parametrize("entries", [0, 1])  # a block with no entry is skipped; one with a single entry is not
+def test_a_block_of_zero_or_one_entry_adds_its_definition(kernel, entries):
+    a = np.zeros((3, 2))
+    a[2, 1] = 5.0 if entries else 0.0
+    block = BLOCKS[kernel](sp.csr_matrix(a), torch.float64, CPU)
+    x, g = np.arange(8.0).reshape(2, 4), np.arange(12.0).reshape(3, 4)
+    out, out_t = torch.ones((3, 4), dtype=torch.float64), torch.ones((2, 4), dtype=torch.float64)
+    block.add_product(out, torch.from_numpy(x))
+    block.add_transpose_product(out_t, torch.from_numpy(g))
+    np.testing.assert_array_equal(out.numpy(), 1.0 + a @ x)
+    np.testing.assert_array_equal(out_t.numpy(), 1.0 + a.T @ g)
