@@ -336,15 +336,38 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_a_resumed_one_take
     assert checkpoint_dir(directory, owner=False) == directory  # other ranks neither lock nor refuse
 
 
-def test_restored_generators_draw_what_they_drew_after_the_capture():
+def test_restored_generators_draw_what_they_drew_after_the_capture(tmp_path):
     import random
 
     from distgcn.checkpoint import capture_rng_states, restore_rng_states
 
     np.random.standard_normal()  # leaves a cached Gaussian in numpy's legacy state
     random.gauss(0.0, 1.0)  # and in Python's
-    states = capture_rng_states()
+    save_checkpoint(tmp_path, 1, {"rng": capture_rng_states()}, IDENTITY, keep=1)
     first = (torch.rand(4), np.random.standard_normal(3), [random.gauss(0.0, 1.0) for _ in range(3)])
+    states = read_checkpoint(tmp_path / "checkpoint-00000001.pt")["state"]["rng"]
+    assert states["numpy"]["keys"].dtype == torch.int64  # MT19937's 624 uint32 words, stored exactly
     restore_rng_states(states)
     again = (torch.rand(4), np.random.standard_normal(3), [random.gauss(0.0, 1.0) for _ in range(3)])
     assert torch.equal(first[0], again[0]) and np.array_equal(first[1], again[1]) and first[2] == again[2]
+
+
+def test_a_checkpoint_directory_that_is_a_file_or_locked_by_another_run_is_named(tmp_path):
+    import fcntl
+
+    from distgcn.checkpoint import checkpoint_dir
+    from distgcn.safe_io import LOCK_NAME
+
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(InputError) as info:
+        checkpoint_dir(a_file)
+    assert str(info.value) == f"{a_file}: checkpoint directory is not a directory"
+    held = tmp_path / "held"
+    held.mkdir()
+    with open(held / LOCK_NAME, "w") as lock:  # another open file description: as another run's lock
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(InputError) as info:
+            checkpoint_dir(held)
+    assert str(info.value) == (f"{held}: the checkpoint directory is in use by another run; wait for it to end or "
+                               "choose another directory")
