@@ -186,19 +186,34 @@ def test_foreign_graph_is_named(tmp_path):
 
 
 def test_checkpoint_payload_cannot_run_code(tmp_path):
-    """A payload with a valid checksum that pickles a callable is refused by weights_only loading."""
+    """A torch.save payload with a valid checksum whose unpickling would call open() is refused, and nothing runs."""
     import hashlib
-    import pickle
+    import io
+
+    marker = tmp_path / "ran"
 
     class Exploit:
         def __reduce__(self):
-            return (print, ("owned",))
+            return (open, (str(marker), "w"))
 
-    payload = pickle.dumps({"epoch": 1, "identity": {}, "state": Exploit()}, protocol=2)
+    buffer = io.BytesIO()
+    torch.save({"epoch": 1, "identity": {}, "state": Exploit()}, buffer)
+    payload = buffer.getvalue()
     path = tmp_path / "checkpoint-00000001.pt"
     path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
-    with pytest.raises(CheckpointError, match="unreadable"):
+    with pytest.raises(CheckpointError) as info:
         read_checkpoint(path)
+    assert str(info.value) == f"{path}: checkpoint payload unreadable (UnpicklingError)" and not marker.exists()
+
+
+def test_a_file_at_a_checkpoints_name_that_distgcn_did_not_write_is_never_replaced(tmp_path):
+    foreign = tmp_path / "checkpoint-00000002.pt"
+    foreign.write_bytes(b"the user's own file")
+    with pytest.raises(InputError) as info:
+        save_checkpoint(tmp_path, 2, {}, IDENTITY, keep=1)
+    assert str(info.value) == (f"{foreign}: exists and is not a distgcn checkpoint; distgcn never replaces what it "
+                               "did not write: move it away or choose another name")
+    assert foreign.read_bytes() == b"the user's own file"
 
 
 def test_symlink_at_checkpoint_name_is_not_followed(tmp_path):
