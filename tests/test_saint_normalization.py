@@ -89,6 +89,12 @@ def test_hand_worked_weights_of_one_entry_and_one_vertex():
     assert norm.loss_weights(sub)[1] == pytest.approx(0.25, rel=1e-15)
 
 
+def test_a_single_pre_sample_is_enough():
+    norm = estimate_normalization(ScriptedSampler(), np.random.default_rng(0), 1)
+    assert norm.num_samples == 1
+    np.testing.assert_array_equal(norm.vertex_counts, [1, 1, 0, 0, 0])  # SAMPLES[0] = [0, 1]
+
+
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
 def test_a_count_of_pre_samples_that_is_not_a_positive_integer_is_refused(bad):
     with pytest.raises(InputError) as info:
