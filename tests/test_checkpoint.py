@@ -386,3 +386,12 @@ def test_a_checkpoint_directory_that_is_a_file_or_locked_by_another_run_is_named
             checkpoint_dir(held)
     assert str(info.value) == (f"{held}: the checkpoint directory is in use by another run; wait for it to end or "
                                "choose another directory")
+
+
+def test_only_regular_files_named_like_checkpoints_are_listed(tmp_path):
+    kept = save_checkpoint(tmp_path, 10, {}, IDENTITY, keep=1)
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "checkpoint-00000008.pt").mkdir()
+    (tmp_path / "checkpoint-00000009.pt").symlink_to(kept)
+    save_checkpoint(tmp_path, 2, {}, IDENTITY, keep=5)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-00000002.pt", "checkpoint-00000010.pt"]
