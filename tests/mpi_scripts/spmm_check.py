@@ -75,7 +75,8 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
     gathered = transport.allgather_object(
         dict(ids=shard.global_ids, y=y, gt=gt, halo_ok=halo_ok, rows=fwd_rows, messages=fwd_messages,
              total_rows=counters.halo_rows, total_messages=counters.messages, total_bytes=counters.halo_bytes,
-             exchanges=counters.spmm_exchanges, n_halo=adjacency.n_halo, needed=sorted(map(int, shard.halo_global_ids))))
+             exchanges=counters.spmm_exchanges, n_halo=adjacency.n_halo,
+             needed=sorted(map(int, shard.halo_global_ids))))
     if transport.rank != 0:
         return None
     y_all = np.zeros((n, width))
