@@ -82,7 +82,7 @@ def list_checkpoints(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
     found = [p for p in directory.iterdir() if NAME.match(p.name) and p.is_file() and not p.is_symlink()]
-    return sorted(found, key=lambda p: int(NAME.match(p.name).group(1)))  # type: ignore[union-attr]
+    return sorted(found)  # one directory, names of exactly 8 digits: name order is epoch order
 
 
 def read_checkpoint(path: Path) -> dict:

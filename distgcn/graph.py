@@ -65,9 +65,7 @@ class Graph:
 
 def normalized_adjacency(adj: sp.spmatrix, dtype: np.dtype | type = np.float64) -> sp.csr_matrix:
     """Â = D^-1/2 (A + I) D^-1/2 with D the row sums of A + I (Kipf & Welling; the VLDB'23 paper)."""
-    n = adj.shape[0]
-    a = sp.csr_matrix(adj, dtype=np.float64)
-    a = (a + sp.identity(n, dtype=np.float64, format="csr")).tocsr()
+    a = sp.csr_matrix(adj) + sp.identity(adj.shape[0])  # CSR, and float64 (the identity's) whatever adj's dtype
     a.sum_duplicates()
     deg = np.asarray(a.sum(axis=1)).ravel()
     inv_sqrt = 1.0 / np.sqrt(deg)

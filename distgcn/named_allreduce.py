@@ -23,7 +23,7 @@ def allreduce_named(transport: Transport, records: Sequence[Mapping[str, float]]
 
     One allreduce per op that the fields use, in the order the ops first appear among the fields.
     """
-    reduced: list[dict[str, float]] = [dict.fromkeys(record, 0.0) for record in records]
+    reduced: list[dict[str, float]] = [dict(record) for record in records]  # the fields in order; all replaced
     for op in dict.fromkeys(ops[name] for record in records for name in record):
         slots = [(i, name) for i, record in enumerate(records) for name in record if ops[name] == op]
         values = transport.allreduce([records[i][name] for i, name in slots], op=op)

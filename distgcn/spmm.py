@@ -33,7 +33,7 @@ class DistributedAdjacency:
     """
 
     def __init__(self, owned_block: sp.csr_matrix, halo_block: sp.csr_matrix, exchanger: HaloExchanger,
-                 dtype: torch.dtype, kernel: str = "torch"):
+                 dtype: torch.dtype, kernel: str):
         plan = exchanger.plan
         block = BLOCKS[kernel]
         device = exchanger.device

@@ -81,10 +81,9 @@ class ScipyBlock(SparseBlock):
     """scipy's CSR product (one thread, CPU only), with int32 indices where they fit."""
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
+        # astype copies through scipy's constructor, which stores int32 indices where they fit: half the index
+        # bytes of int64, and scipy and numba take both (tests/test_spmm_kernels.py checks it)
         self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
-        if max(matrix.shape[1], matrix.nnz) < 2**31:  # half the index bytes of int64; scipy and numba take both
-            self.matrix.indices = self.matrix.indices.astype(np.int32, copy=False)
-            self.matrix.indptr = self.matrix.indptr.astype(np.int32, copy=False)
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))

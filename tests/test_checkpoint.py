@@ -167,8 +167,9 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path):
     assert torch.equal(contents["state"]["w"], torch.full((3,), 1.0))
     assert len(warnings) == 2 and all("checksum mismatch" in w for w in warnings)
     (tmp_path / "checkpoint-00000001.pt").write_bytes(b"")
-    with pytest.raises(InputError, match="none of the 3 checkpoints is sound"):
+    with pytest.raises(InputError) as info:
         newest_checkpoint(tmp_path, IDENTITY, warnings.append)
+    assert str(info.value) == f"{tmp_path}: none of the 3 checkpoints is sound; move them away to start afresh"
 
 
 def test_keep_prunes_oldest_and_leaves_no_temporary_files(tmp_path):
@@ -185,19 +186,34 @@ def test_foreign_graph_is_named(tmp_path):
 
 
 def test_checkpoint_payload_cannot_run_code(tmp_path):
-    """A payload with a valid checksum that pickles a callable is refused by weights_only loading."""
+    """A torch.save payload with a valid checksum whose unpickling would call open() is refused, and nothing runs."""
     import hashlib
-    import pickle
+    import io
+
+    marker = tmp_path / "ran"
 
     class Exploit:
         def __reduce__(self):
-            return (print, ("owned",))
+            return (open, (str(marker), "w"))
 
-    payload = pickle.dumps({"epoch": 1, "identity": {}, "state": Exploit()}, protocol=2)
+    buffer = io.BytesIO()
+    torch.save({"epoch": 1, "identity": {}, "state": Exploit()}, buffer)
+    payload = buffer.getvalue()
     path = tmp_path / "checkpoint-00000001.pt"
     path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
-    with pytest.raises(CheckpointError, match="unreadable"):
+    with pytest.raises(CheckpointError) as info:
         read_checkpoint(path)
+    assert str(info.value) == f"{path}: checkpoint payload unreadable (UnpicklingError)" and not marker.exists()
+
+
+def test_a_file_at_a_checkpoints_name_that_distgcn_did_not_write_is_never_replaced(tmp_path):
+    foreign = tmp_path / "checkpoint-00000002.pt"
+    foreign.write_bytes(b"the user's own file")
+    with pytest.raises(InputError) as info:
+        save_checkpoint(tmp_path, 2, {}, IDENTITY, keep=1)
+    assert str(info.value) == (f"{foreign}: exists and is not a distgcn checkpoint; distgcn never replaces what it "
+                               "did not write: move it away or choose another name")
+    assert foreign.read_bytes() == b"the user's own file"
 
 
 def test_symlink_at_checkpoint_name_is_not_followed(tmp_path):
@@ -228,3 +244,154 @@ def test_diverging_run_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path
     kept = list_checkpoints(ckpt)  # the last checkpoint is the last finite epoch, and it verifies
     assert kept[-1].name == f"checkpoint-{bad_epoch - 1:08d}.pt"
     assert read_checkpoint(kept[-1])["epoch"] == bad_epoch - 1
+
+
+def test_file_is_the_magic_line_the_sha256_of_the_payload_and_a_weights_only_payload(tmp_path):
+    """The documented format, read here with hashlib and torch.load alone."""
+    import hashlib
+
+    path = save_checkpoint(tmp_path, 12, {"w": torch.arange(3.0)}, IDENTITY, keep=1)
+    assert path.name == "checkpoint-00000012.pt"
+    data = path.read_bytes()
+    magic, digest, payload = data[:21], data[21:85], data[85:]
+    assert magic == b"DISTGCN-CHECKPOINT-1\n" and digest == hashlib.sha256(payload).hexdigest().encode()
+    import io
+
+    contents = torch.load(io.BytesIO(payload), weights_only=True)
+    assert contents["epoch"] == 12 and torch.equal(contents["state"]["w"], torch.arange(3.0))
+    assert contents["identity"] == {"graph_fingerprint": "graph-a", "partition_id": "partition-a",
+                                    "model_config": '{"widths": [4, 2]}'}
+
+
+@pytest.mark.parametrize(("field", "what", "other"), [
+    ("graph_fingerprint", "graph", RunIdentity("graph-b", "partition-a", IDENTITY.model_config)),
+    ("partition_id", "partition", RunIdentity("graph-a", "partition-b", IDENTITY.model_config)),
+    ("model_config", "model configuration", RunIdentity("graph-a", "partition-a", "{}")),
+])
+def test_a_checkpoint_of_another_run_is_refused_naming_the_field_both_values_and_the_ways_out(
+        tmp_path, field, what, other):
+    written = save_checkpoint(tmp_path, 3, {}, IDENTITY, keep=1)
+    with pytest.raises(InputError) as info:
+        newest_checkpoint(tmp_path, other)
+    theirs, ours = getattr(IDENTITY, field), getattr(other, field)
+    assert str(info.value) == (
+        f"{written}: refusing to resume: it was written for another {what} ({field} {theirs!r}, this run has "
+        f"{ours!r}); to train this run afresh, give another --checkpoint-dir than {tmp_path}; to continue the "
+        f"checkpointed run, --resume with the {what} that wrote it")
+    assert newest_checkpoint(tmp_path, IDENTITY)["epoch"] == 3
+
+
+def damaged_files(directory: Path) -> dict[str, tuple[bytes | None, str]]:
+    """Name -> (bytes, or None for a directory at that name; what read_checkpoint says about it)."""
+    import hashlib
+
+    wrong_contents = b'{"epoch": 1}'  # sound bytes, but not what torch.save writes
+    return {
+        "checkpoint-00000001.pt": (None, "cannot read checkpoint (Is a directory)"),
+        "checkpoint-00000002.pt": (MAGIC[:-1], "not a distgcn checkpoint (bad header)"),
+        "checkpoint-00000003.pt": (b"X" + MAGIC[1:] + b"0" * 64, "not a distgcn checkpoint (bad header)"),
+        "checkpoint-00000004.pt": (MAGIC + hashlib.sha256(b"").hexdigest().encode(),
+                                   "checkpoint payload unreadable (EOFError)"),
+        "checkpoint-00000005.pt": (MAGIC + "é".encode() * 32 + b"payload",
+                                   "checkpoint is truncated or corrupt (checksum mismatch)"),
+        "checkpoint-00000006.pt": (MAGIC + hashlib.sha256(wrong_contents).hexdigest().encode() + wrong_contents,
+                                   "checkpoint payload unreadable (UnpicklingError)"),
+    }
+
+
+def test_each_kind_of_damage_is_named_with_the_file(tmp_path):
+    for name, (data, why) in damaged_files(tmp_path).items():
+        path = tmp_path / name
+        if data is None:
+            path.mkdir()
+        else:
+            path.write_bytes(data)
+        with pytest.raises(CheckpointError) as info:
+            read_checkpoint(path)
+        assert str(info.value) == f"{path}: {why}"
+
+
+def test_damaged_files_are_skipped_with_a_warning_each_until_a_sound_one(tmp_path):
+    save_checkpoint(tmp_path, 1, {}, IDENTITY, keep=1)
+    (tmp_path / "checkpoint-00000002.pt").write_bytes(MAGIC[:-1])
+    (tmp_path / "checkpoint-00000003.pt").write_bytes(b"")
+    with pytest.warns(UserWarning) as caught:
+        assert newest_checkpoint(tmp_path, IDENTITY)["epoch"] == 1
+    assert [str(w.message) for w in caught] == [
+        f"warning: skipping {tmp_path / name}: not a distgcn checkpoint (bad header); trying the previous checkpoint"
+        for name in ("checkpoint-00000003.pt", "checkpoint-00000002.pt")]
+    assert newest_checkpoint(tmp_path / "none", IDENTITY) is None
+
+
+def test_schema_errors_of_sound_bytes_are_checkpoint_errors(tmp_path):
+    import hashlib
+    import io
+
+    buffer = io.BytesIO()
+    torch.save({"epoch": 1}, buffer)  # no identity, no state
+    payload = buffer.getvalue()
+    path = tmp_path / "checkpoint-00000001.pt"
+    path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
+    with pytest.raises(CheckpointError) as info:
+        read_checkpoint(path)
+    assert str(info.value).startswith(f"{path}")
+
+
+def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_a_resumed_one_takes_it(tmp_path):
+    from distgcn.checkpoint import checkpoint_dir
+
+    directory = tmp_path / "new" / "ckpt"
+    assert checkpoint_dir(directory) == directory and directory.is_dir()
+    save_checkpoint(directory, 1, {}, IDENTITY, keep=1)
+    with pytest.raises(InputError) as info:
+        checkpoint_dir(directory)
+    assert str(info.value) == (f"{directory}: checkpoint directory already holds checkpoints of a run: pass --resume "
+                               "to continue it, or choose another directory")
+    assert checkpoint_dir(directory, resume=True) == directory
+    assert checkpoint_dir(directory, owner=False) == directory  # other ranks neither lock nor refuse
+
+
+def test_restored_generators_draw_what_they_drew_after_the_capture(tmp_path):
+    import random
+
+    from distgcn.checkpoint import capture_rng_states, restore_rng_states
+
+    np.random.standard_normal()  # leaves a cached Gaussian in numpy's legacy state
+    random.gauss(0.0, 1.0)  # and in Python's
+    save_checkpoint(tmp_path, 1, {"rng": capture_rng_states()}, IDENTITY, keep=1)
+    first = (torch.rand(4), np.random.standard_normal(3), [random.gauss(0.0, 1.0) for _ in range(3)])
+    states = read_checkpoint(tmp_path / "checkpoint-00000001.pt")["state"]["rng"]
+    assert states["numpy"]["keys"].dtype == torch.int64  # MT19937's 624 uint32 words, stored exactly
+    restore_rng_states(states)
+    again = (torch.rand(4), np.random.standard_normal(3), [random.gauss(0.0, 1.0) for _ in range(3)])
+    assert torch.equal(first[0], again[0]) and np.array_equal(first[1], again[1]) and first[2] == again[2]
+
+
+def test_a_checkpoint_directory_that_is_a_file_or_locked_by_another_run_is_named(tmp_path):
+    import fcntl
+
+    from distgcn.checkpoint import checkpoint_dir
+    from distgcn.safe_io import LOCK_NAME
+
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(InputError) as info:
+        checkpoint_dir(a_file)
+    assert str(info.value) == f"{a_file}: checkpoint directory is not a directory"
+    held = tmp_path / "held"
+    held.mkdir()
+    with open(held / LOCK_NAME, "w") as lock:  # another open file description: as another run's lock
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(InputError) as info:
+            checkpoint_dir(held)
+    assert str(info.value) == (f"{held}: the checkpoint directory is in use by another run; wait for it to end or "
+                               "choose another directory")
+
+
+def test_only_regular_files_named_like_checkpoints_are_listed(tmp_path):
+    kept = save_checkpoint(tmp_path, 10, {}, IDENTITY, keep=1)
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "checkpoint-00000008.pt").mkdir()
+    (tmp_path / "checkpoint-00000009.pt").symlink_to(kept)
+    save_checkpoint(tmp_path, 2, {}, IDENTITY, keep=5)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-00000002.pt", "checkpoint-00000010.pt"]

@@ -14,6 +14,7 @@ import torch
 
 from conftest import run_distgcn_in_process
 from distgcn import csr_kernel
+from distgcn.config import ConfigError
 from distgcn.spmm_kernels import NumbaBlock, choose_kernel
 
 
@@ -43,6 +44,16 @@ def test_auto_picks_it_on_the_cpu_and_torch_on_a_gpu() -> None:
     assert choose_kernel("auto") == "numba"
     assert choose_kernel("auto", torch.device("cuda")) == "torch"
     assert choose_kernel("scipy") == "scipy"
+
+
+@pytest.mark.parametrize("kernel", ["scipy", "numba"])
+def test_a_cpu_kernel_for_gpu_tensors_is_refused_naming_the_setting(kernel: str) -> None:
+    assert [choose_kernel(k) for k in ("torch", "numba")] == ["torch", "numba"]
+    assert choose_kernel("torch", torch.device("cuda")) == "torch"
+    with pytest.raises(ConfigError) as info:
+        choose_kernel(kernel, torch.device("cuda", 1))
+    assert info.value.field == "compute.spmm_kernel"
+    assert str(info.value) == f"compute.spmm_kernel {kernel} runs on the CPU only; the tensors are on cuda:1"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

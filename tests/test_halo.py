@@ -52,6 +52,11 @@ def check_exchange(result: dict, ranks: int, directed: bool) -> None:
     # forward + matmul + transpose: three exchanges with the same total volume each.
     assert sum(result["total_rows"]) == 3 * sum(len(x) for x in needed)
     assert sum(result["total_messages"]) == 3 * sum(len(s) for s in senders)
+    # Bytes per rank: two forward exchanges send its rows others need, the transpose sends back one partial per
+    # halo row it received; each row is `width` float64 values. Every call counts as an exchange.
+    assert result["total_bytes"] == [(2 * sent_by[p] + len(needed[p])) * result["width"] * 8 for p in range(ranks)]
+    assert result["exchanges"] == [3] * ranks
+    assert result["n_halo"] == [len(x) for x in needed]
     assert result["y_error"] < 1e-12
     assert result["gt_error"] < 1e-12
 
@@ -71,3 +76,39 @@ def test_exchange_sends_exactly_the_required_rows_under_mpiexec(tmp_path):
     result = run_mpi_script("spmm_check.py", ranks, tmp_path / "result.json", str(N), str(EDGES), str(SEED), mode,
                             "1" if directed else "0", kernel)
     check_exchange(result, ranks, directed)
+
+
+@pytest.mark.parametrize("wire", [None, "bfloat16"])
+def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too(wire):
+    """What the memory model counts: per width, one halo and one send buffer (and one of each in a narrower wire
+    dtype) that every forward and reverse exchange reuses; the partials go in the forward's halo buffer."""
+    import numpy as np
+    import torch
+
+    from distgcn.counters import CommCounters
+    from distgcn.graph import Graph, normalized_adjacency
+    from distgcn.halo import HaloExchanger, HaloPlan
+    from partition.shards import iter_shards
+    from spmm_check import make_parts
+
+    def rank_main(transport) -> tuple[list[int], int]:
+        adj = make_graph(N, EDGES, SEED, True)
+        shard = list(iter_shards(Graph(adj=adj, vertex_ids=np.arange(N)), normalized_adjacency(adj),
+                                 make_parts(N, 2, "random", SEED), 2, "test"))[transport.rank]
+        exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, CommCounters(), exchanges=True,
+                                  wire_dtype=None if wire is None else getattr(torch, wire))
+        starts = []
+        for _ in range(2):
+            exchange = exchanger.start_forward(torch.ones((shard.n_owned, 3), dtype=torch.float64))
+            starts.append([rows.data_ptr() for _, rows in exchange.arrivals()][0])
+            exchange.finish()
+            partials = exchanger.halo_partials(3, torch.float64)
+            starts.append(partials.data_ptr())
+            reverse = exchanger.start_reverse(partials)
+            reverse.add_into(torch.zeros((shard.n_owned, 3), dtype=torch.float64))
+            reverse.finish()
+        return starts, len(exchanger._buffers)
+
+    for starts, buffers in run_ranks(2, rank_main):
+        assert len(set(starts)) == 1, starts
+        assert buffers == (2 if wire is None else 4)

@@ -74,7 +74,8 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
 
     gathered = transport.allgather_object(
         dict(ids=shard.global_ids, y=y, gt=gt, halo_ok=halo_ok, rows=fwd_rows, messages=fwd_messages,
-             total_rows=counters.halo_rows, total_messages=counters.messages,
+             total_rows=counters.halo_rows, total_messages=counters.messages, total_bytes=counters.halo_bytes,
+             exchanges=counters.spmm_exchanges, n_halo=adjacency.n_halo,
              needed=sorted(map(int, shard.halo_global_ids))))
     if transport.rank != 0:
         return None
@@ -90,6 +91,10 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
         "forward_messages": [p["messages"] for p in gathered],
         "total_rows": [p["total_rows"] for p in gathered],
         "total_messages": [p["total_messages"] for p in gathered],
+        "total_bytes": [p["total_bytes"] for p in gathered],
+        "exchanges": [p["exchanges"] for p in gathered],
+        "n_halo": [p["n_halo"] for p in gathered],
+        "width": width,
         "needed": [p["needed"] for p in gathered],
         "y_error": float(np.abs(y_all - a_hat @ h_global).max() / np.abs(a_hat @ h_global).max()),
         "gt_error": float(np.abs(gt_all - a_hat.T @ g_global).max() / np.abs(a_hat.T @ g_global).max()),

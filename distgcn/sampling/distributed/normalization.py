@@ -31,12 +31,12 @@ class LocalNormalization:
     def aggregator_scale(self, rows: np.ndarray, entries: np.ndarray, block: str) -> np.ndarray:
         """1 / α(u, v) = C(v) / C(u, v) for selected entries (``rows``: each entry's owned row)."""
         counts = self.owned_edge_counts if block == "owned" else self.halo_edge_counts
-        c_e = np.maximum(counts[entries], 1).astype(np.float64)
+        c_e = np.maximum(counts[entries], 1)
         return np.maximum(self.vertex_counts[rows], 1) / c_e
 
     def loss_weights(self, rows: np.ndarray, num_targets: int) -> np.ndarray:
         """1 / λ(v) = K / (T · C(v)) for owned rows."""
-        return self.num_samples / (num_targets * np.maximum(self.vertex_counts[rows], 1).astype(np.float64))
+        return self.num_samples / (num_targets * np.maximum(self.vertex_counts[rows], 1))
 
 
 def presample(sampler: DistributedSampler, seed: int, num_samples: int,

@@ -46,8 +46,8 @@ class Normalization:
 
     def aggregator_weights(self, sub: Subgraph) -> np.ndarray:
         """α(u, v) = C(u, v) / C(v) for each local entry (v, u) of ``sub``."""
-        c_e = np.maximum(self.edge_counts[sub.edge_ids], 1).astype(np.float64)
-        c_v = np.maximum(self.vertex_counts[sub.vertices], 1).astype(np.float64)
+        c_e = np.maximum(self.edge_counts[sub.edge_ids], 1)
+        c_v = np.maximum(self.vertex_counts[sub.vertices], 1)
         return c_e / np.repeat(c_v, np.diff(sub.indptr))
 
     def normalized_submatrix(self, sub: Subgraph, a_hat: sp.csr_matrix) -> sp.csr_matrix:
@@ -61,7 +61,7 @@ class Normalization:
         (e.g. training vertices); defaults to n.
         """
         t = self.vertex_counts.shape[0] if num_targets is None else num_targets
-        c_v = np.maximum(self.vertex_counts[sub.vertices], 1).astype(np.float64)
+        c_v = np.maximum(self.vertex_counts[sub.vertices], 1)
         return self.num_samples / (t * c_v)
 
 
