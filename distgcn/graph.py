@@ -69,7 +69,7 @@ def normalized_adjacency(adj: sp.spmatrix, dtype: np.dtype | type = np.float64) 
     a.sum_duplicates()
     deg = np.asarray(a.sum(axis=1)).ravel()
     inv_sqrt = 1.0 / np.sqrt(deg)
-    rows = np.repeat(np.arange(n), np.diff(a.indptr))
+    rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
     # Scaled in place, in the order of D^-1/2 · (A + I) · D^-1/2 (row scale first): the same bits as the two
     # sparse products, without building them (they were most of the normalisation of a 10^8-nonzero graph).
     a.data = a.data * inv_sqrt[rows] * inv_sqrt[a.indices]
