@@ -1,0 +1,102 @@
+"""partition/hypergraph.py on hypergraphs small enough to count by hand: the column nets, the arguments the
+tools receive, what the model records, and the messages of bad arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import partition.hypergraph as hg
+from distgcn.errors import InputError
+
+# stored entries: (0, 0) (0, 1) (1, 1) (2, 0) (2, 1) (2, 2), and (1, 2) = 0.0, which is no nonzero
+A = sp.csr_matrix((np.array([1.0, 2.0, 1.0, 0.0, 4.0, 3.0, 1.0]), np.array([0, 1, 1, 2, 0, 1, 2]),
+                   np.array([0, 2, 4, 7])), shape=(3, 3))
+
+
+def test_column_nets_by_hand_and_the_callers_matrix_kept():
+    indptr, pins, weights = hg.column_net(A)
+    # column 0: rows 0, 2; column 1: rows 0, 1, 2; column 2: row 2; row weights 2, 1, 3
+    assert indptr.tolist() == [0, 2, 5, 6] and pins.tolist() == [0, 2, 0, 1, 2, 2]
+    assert weights.tolist() == [2, 1, 3]
+    assert hg.column_net(A, "work")[2].tolist() == [4, 3, 5]  # + ceil(mean 2)
+    assert A.nnz == 7
+
+
+@pytest.mark.parametrize("matrix, nparts, epsilon, message", [
+    (np.eye(3), 2, 0.03, "the normalized adjacency must be a square scipy sparse matrix"),
+    (sp.csr_matrix((2, 3)), 2, 0.03, "the normalized adjacency must be a square scipy sparse matrix"),
+    (A, 0, 0.03, "the number of parts must be an integer >= 1, got 0"),
+    (A, 1.5, 0.03, "the number of parts must be an integer >= 1, got 1.5"),
+    (A, 4, 0.03, "cannot split 3 vertices into 4 non-empty parts (need nparts <= n)"),
+    (A, 2, 0.0, "epsilon (allowed imbalance) must be > 0, got 0.0"),
+    (A, 2, float("inf"), "epsilon (allowed imbalance) must be > 0, got inf"),
+])
+def test_argument_messages(matrix, nparts, epsilon, message):
+    with pytest.raises(InputError) as err:
+        hg.hypergraph_parts(matrix, nparts, epsilon=epsilon)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("partitioner, preset, vcycles, message", [
+    ("patoh", None, None, "unknown hypergraph partitioner 'patoh': expected mtkahypar or kahypar"),
+    ("kahypar", "default", None, "unknown kahypar preset 'default': expected one of fast, quality"),
+    ("mtkahypar", "fast", None, "unknown mtkahypar preset 'fast': expected one of auto, default, quality, quality_v3, "
+                                "quality_v5, highest_quality, deterministic, deterministic_quality, large_k"),
+    ("mtkahypar", None, -1, "vcycles must be a non-negative integer, got -1"),
+    ("mtkahypar", None, 1.5, "vcycles must be a non-negative integer, got 1.5"),
+])
+def test_tool_messages(partitioner, preset, vcycles, message):
+    with pytest.raises(InputError) as err:
+        hg.hypergraph_parts(A, 2, partitioner=partitioner, preset=preset, vcycles=vcycles)
+    assert str(err.value) == message
+
+
+def test_names_are_case_blind_and_defaults_fill_in():
+    assert hg._resolve_tool("KaHyPar", "QUALITY", None) == ("kahypar", "quality")
+    assert hg._resolve_tool(None, None, 0) == ("mtkahypar", "auto")
+    assert hg._resolve_tool("kahypar", None, None) == ("kahypar", "fast")
+
+
+def test_one_part_is_recorded_without_a_tool():
+    parts, info = hg.hypergraph_parts(A, 1, partitioner="kahypar", return_info=True)
+    assert parts.tolist() == [0, 0, 0] and parts.dtype == np.int64
+    assert info == {"partitioner": "kahypar", "preset": "fast", "objective": "km1", "threads": 0, "km1_reported": 0}
+    assert hg.hypergraph_parts(A, 1).tolist() == [0, 0, 0]
+
+
+def test_kahypar_receives_the_nets_and_unit_weights_and_reports_its_km1(monkeypatch):
+    seen = {}
+    real = hg._partition_kahypar
+
+    def spy(indptr, pins, weights, net_weights, *args):
+        seen.update(indptr=indptr.tolist(), pins=pins.tolist(), weights=weights.tolist(),
+                    net_weights=net_weights.tolist())
+        return real(indptr, pins, weights, net_weights, *args)
+
+    monkeypatch.setattr(hg, "_partition_kahypar", spy)
+    parts, info = hg.hypergraph_parts(A, 2, epsilon=1.0, seed=0, partitioner="kahypar", return_info=True)
+    assert seen == {"indptr": [0, 2, 5, 6], "pins": [0, 2, 0, 1, 2, 2], "weights": [2, 1, 3],
+                    "net_weights": [1, 1, 1]}
+    # km1 from the definition: nets {0, 2}, {0, 1, 2}, {2}
+    km1 = sum(len(set(parts[net].tolist())) - 1 for net in ([0, 2], [0, 1, 2], [2]))
+    assert info["km1_reported"] == km1
+    assert (info["partitioner"], info["preset"], info["objective"], info["threads"], info["preset_file"]) == (
+        "kahypar", "fast", "km1", 1, "kahypar_km1_fast.ini")
+    assert isinstance(info["version"], str) and info["version"]
+
+
+@pytest.mark.parametrize("bad", [[0, 1], [0, 1, 2], [0, -1, 1]])
+def test_an_invalid_answer_of_the_tool_is_an_error(monkeypatch, bad):
+    monkeypatch.setattr(hg, "_partition_kahypar", lambda *args: (np.array(bad, dtype=np.int64), {}))
+    with pytest.raises(RuntimeError) as err:
+        hg.partition_nets(np.array([0, 2]), np.array([0, 1]), np.ones(3, dtype=np.int64), 2, partitioner="kahypar")
+    assert str(err.value) == "kahypar returned an invalid partition"
+
+
+def test_mtkahypar_takes_the_preset_and_the_vcycles_asked_for():
+    _, info = hg.hypergraph_parts(A, 2, epsilon=1.0, preset="deterministic", vcycles=2, threads=1, return_info=True)
+    assert (info["mtkahypar_preset"], info["resolved_preset"], info["vcycles"]) == ("DETERMINISTIC", "deterministic",
+                                                                                   2)
+    assert info["threads"] >= 1 and info["version"]
