@@ -422,9 +422,15 @@ def test_graph_parts_hands_metis_the_documented_graph_weights_and_options(monkey
     assert seen["ufactor"] == 1  # at least 1
     graph_parts(a, 2, epsilon=0.0016, vertex_weight="work")
     assert (seen["ufactor"], seen["vweights"]) == (2, [4, 4, 3])  # + ceil(mean 5/3) = 2
+    graph_parts(a, 2, epsilon=0.8)
+    assert seen["ufactor"] == 800  # not round(1000.x * epsilon)
+    graph_parts(a, 2)
+    assert (seen["ufactor"], seen["seed"]) == (30, 0)  # the defaults: epsilon 0.03, seed 0
+    assert graph_parts(a, 1).dtype == np.int64
     seen["membership"] = [0, 1]
-    with pytest.raises(RuntimeError, match="METIS returned a partition of the wrong length"):
+    with pytest.raises(RuntimeError) as err:
         graph_parts(a, 2)
+    assert str(err.value) == "METIS returned a partition of the wrong length"
 
 
 # ---------------------------------------------------------------------------
@@ -505,6 +511,93 @@ def test_compute_parts_messages(model, kwargs, message):
     with pytest.raises(InputError) as err:
         compute_parts(model, _path(8), 2, **kwargs)
     assert str(err.value) == message
+
+
+def test_random_parts_default_seed_is_0():
+    perm = np.random.default_rng(0).permutation(9)
+    want = [0] * 9
+    for i, v in enumerate(perm):
+        want[v] = i % 2
+    assert random_parts(9, 2).tolist() == want
+    parts, info = compute_parts("random", _path(9), 2)
+    assert parts.tolist() == want and info["seed"] == 0
+
+
+def test_compute_parts_times_the_call():
+    import time
+
+    before = time.perf_counter()
+    _, info = compute_parts("contiguous", _path(8), 2)
+    assert 0 <= info["partition_s"] <= time.perf_counter() - before
+
+
+def _spy(monkeypatch, name, result):
+    """Replace partition.models.<name> by a recorder of its arguments that returns ``result``."""
+    import partition.models as models
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return result
+
+    monkeypatch.setattr(models, name, spy)
+    return calls
+
+
+def test_compute_parts_hands_every_option_to_the_graph_model(monkeypatch):
+    a = _path(8)
+    calls = _spy(monkeypatch, "graph_parts", np.zeros(8, dtype=np.int64))
+    _, info = compute_parts("graph", a, 2, epsilon=0.8, seed=5, partitioner="metis", vertex_weight="work")
+    assert calls == [((a, 2), {"epsilon": 0.8, "seed": 5, "vertex_weight": "work"})]
+    assert info["ufactor"] == 800  # round(1000 epsilon)
+    _, info = compute_parts("graph", a, 2, epsilon=0.0004)
+    assert info["ufactor"] == 1  # at least 1
+
+
+@pytest.mark.parametrize("tool_version", ["9.9.9", None])
+def test_compute_parts_hands_every_option_to_the_hypergraph_model(monkeypatch, tool_version):
+    from importlib import metadata
+
+    a = _path(8)
+    extra = {"partitioner": "kahypar", "preset": "quality", "km1_reported": 3}
+    if tool_version:
+        extra["version"] = tool_version
+    calls = _spy(monkeypatch, "hypergraph_parts", (np.zeros(8, dtype=np.int64), extra))
+    _, info = compute_parts("hypergraph", a, 2, epsilon=0.2, seed=5, partitioner="KaHyPar", preset="quality",
+                            threads=3, vcycles=4, vertex_weight="work")
+    assert calls == [((a, 2), {"epsilon": 0.2, "seed": 5, "partitioner": "kahypar", "preset": "quality",
+                               "threads": 3, "vcycles": 4, "return_info": True, "vertex_weight": "work"})]
+    assert info["versions"]["kahypar"] == (tool_version or metadata.version("kahypar"))
+    assert "version" not in info and info["km1_reported"] == 3
+    assert ("version" in extra) == bool(tool_version)  # the tool's answer is left as it was
+
+
+@pytest.mark.parametrize("tool_version", ["9.9.9", None])
+def test_compute_parts_hands_every_option_to_the_stochastic_model(monkeypatch, tool_version):
+    from importlib import metadata
+
+    from distgcn.config import SamplerSpec
+    import partition.stochastic as stochastic
+
+    a = _path(8)
+    spec = SamplerSpec("node", 4)
+    extra = {"partitioner": "kahypar", "preset": "fast"}
+    if tool_version:
+        extra["version"] = tool_version
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return np.zeros(8, dtype=np.int64), extra
+
+    monkeypatch.setattr(stochastic, "stochastic_parts", spy)
+    _, info = compute_parts("stochastic", a, 2, epsilon=0.2, seed=5, partitioner="KaHyPar", preset="fast",
+                            threads=3, vcycles=4, sampler=spec, shp={"shp_samples": 7}, vertex_weight="work")
+    assert calls == [((a, 2, spec), {"shp_samples": 7, "epsilon": 0.2, "seed": 5, "partitioner": "kahypar",
+                                     "preset": "fast", "threads": 3, "vcycles": 4, "vertex_weight": "work"})]
+    assert info["versions"]["kahypar"] == (tool_version or metadata.version("kahypar"))
+    assert "version" not in info
 
 
 def test_compute_parts_accepts_unset_shp_values_for_other_models():
