@@ -35,7 +35,7 @@ def _as_csr(a) -> sp.csr_matrix:
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise InputError(f"the matrix must be square (n x n), got shape {a.shape}")
     a = a.tocsr()
-    if a.nnz and not np.all(a.data != 0):
+    if not np.all(a.data):  # a stored zero is no nonzero (np.all of no entries is True)
         # A stored zero is not a nonzero: it moves no H row.
         a = a.copy()
         a.eliminate_zeros()
