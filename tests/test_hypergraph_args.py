@@ -100,3 +100,87 @@ def test_mtkahypar_takes_the_preset_and_the_vcycles_asked_for():
     assert (info["mtkahypar_preset"], info["resolved_preset"], info["vcycles"]) == ("DETERMINISTIC", "deterministic",
                                                                                    2)
     assert info["threads"] >= 1 and info["version"]
+
+
+def test_auto_preset_switches_after_8_parts():
+    assert (hg._resolve_auto(8), hg._resolve_auto(9)) == ("quality_v5", "default")
+
+
+def test_as_many_parts_as_vertices_is_allowed():
+    parts = hg.hypergraph_parts(A, 3, epsilon=1.0, partitioner="kahypar")
+    assert sorted(parts.tolist()) == [0, 1, 2]
+
+
+def test_an_empty_last_column_is_still_a_net():
+    indptr, pins, _ = hg.column_net(sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0]])))
+    assert indptr.tolist() == [0, 2, 2] and pins.tolist() == [0, 1]
+
+
+def test_vcycles_are_checked_also_for_one_part():
+    for call in (lambda: hg.hypergraph_parts(A, 1, vcycles=-1),
+                 lambda: hg.partition_nets(np.array([0, 2]), np.array([0, 1]), np.ones(2, dtype=np.int64), 2,
+                                           vcycles=-1)):
+        with pytest.raises(InputError, match="vcycles must be a non-negative integer, got -1"):
+            call()
+
+
+def test_hypergraph_parts_hands_every_option_to_partition_nets(monkeypatch):
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return np.zeros(3, dtype=np.int64), {}
+
+    monkeypatch.setattr(hg, "partition_nets", spy)
+    hg.hypergraph_parts(A, 2, epsilon=0.5, seed=4, partitioner="kahypar", preset="quality", threads=2, vcycles=1,
+                        vertex_weight="work")
+    hg.hypergraph_parts(A, 2)
+    (args, kwargs), (_, defaults) = calls
+    assert [a.tolist() for a in args[:3]] == [[0, 2, 5, 6], [0, 2, 0, 1, 2, 2], [4, 3, 5]] and args[3] == 2
+    assert kwargs == {"epsilon": 0.5, "seed": 4, "partitioner": "kahypar", "preset": "quality", "threads": 2,
+                      "vcycles": 1}
+    assert defaults == {"epsilon": 0.03, "seed": 0, "partitioner": "mtkahypar", "preset": "auto", "threads": None,
+                        "vcycles": None}
+
+
+def test_partition_nets_hands_every_option_to_the_tool(monkeypatch):
+    calls = []
+
+    def spy(*args):
+        calls.append(args)
+        return np.zeros(2, dtype=np.int64), {}
+
+    monkeypatch.setattr(hg, "_partition_mtkahypar", spy)
+    monkeypatch.setattr(hg, "_partition_kahypar", spy)
+    indptr, pins, weights = np.array([0, 2]), np.array([0, 1]), np.ones(2, dtype=np.int64)
+    hg.partition_nets(indptr, pins, weights, 2, net_weights=np.array([5]), epsilon=0.5, seed=4, preset="quality",
+                      threads=2, vcycles=1)
+    hg.partition_nets(indptr, pins, weights, 2, partitioner="kahypar")
+    mtk, kh = calls
+    assert mtk[3].tolist() == [5] and list(mtk[4:]) == [2, 0.5, 4, "quality", 2, 1]
+    assert kh[3].tolist() == [1] and list(kh[4:]) == [2, 0.03, 0, "fast"]
+
+
+def test_kahypar_counts_the_last_net_and_prints_nothing(capfd):
+    """Two vertices of weight 1, nets {0}, {1}, {0, 1}: every bisection cuts the last net once."""
+    parts, info = hg.partition_nets(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.ones(2, dtype=np.int64), 2,
+                                    partitioner="kahypar")
+    assert sorted(parts.tolist()) == [0, 1] and info["km1_reported"] == 1
+    assert info["version"] == __import__("kahypar").__version__
+    assert capfd.readouterr().out == ""
+
+
+def test_kahypar_refuses_an_unknown_preset_file():
+    with pytest.raises(InputError) as err:
+        hg._partition_kahypar(np.array([0, 2]), np.array([0, 1]), np.ones(2, dtype=np.int64), None, 2, 0.03, 0, "x")
+    assert str(err.value) == "unknown KaHyPar preset 'x': expected one of fast, quality"
+
+
+def test_mtkahypar_answers_int64_prints_nothing_and_names_its_distribution(capfd):
+    from importlib import metadata
+
+    parts, info = hg.partition_nets(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1]), np.ones(2, dtype=np.int64), 2,
+                                    preset="deterministic")
+    assert parts.dtype == np.int64 and info["km1_reported"] == 1
+    assert info["version"] == metadata.version("mtkahypar")
+    assert capfd.readouterr().out == ""

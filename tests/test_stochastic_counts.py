@@ -196,3 +196,89 @@ def test_minibatch_volume_and_messages_by_hand():
     with pytest.raises(InputError) as err:
         minibatch_comm([], [0, 1, 0, 0, 1, 1], 2)
     assert str(err.value) == "no minibatches to measure"
+
+
+def test_no_target_draws_nothing():
+    nets = sample_nets(_Scripted(CYCLE), np.random.default_rng(0))
+    assert (nets.samples, nets.nets, nets.cuttable_nets, nets.cuttable_pins, nets.edge_coverage) == (0, 0, 0, 0, 0.0)
+    assert nets.indptr.tolist() == [0] and nets.pins.dtype == np.int64 and nets.pins.size == 0
+
+
+def test_one_sample_is_enough_and_a_graph_without_edges_is_covered():
+    assert _sample(samples=1).samples == 1
+    assert sample_nets(_Scripted(sp.identity(6, format="csr")), np.random.default_rng(0), samples=1).edge_coverage \
+        == 1.0
+
+
+def test_a_vertex_without_a_diagonal_still_has_its_net():
+    """Without self loops, batch (0, 3) has two columns and no entry: two nets, neither cuttable."""
+    no_loops = sp.csr_matrix(CYCLE - sp.diags(CYCLE.diagonal()))
+    no_loops.eliminate_zeros()
+    nets = sample_nets(_Scripted(no_loops, [(0, 3)]), np.random.default_rng(0), samples=1)
+    assert (nets.nets, nets.cuttable_nets) == (2, 0)
+
+
+def test_nets_equal_to_another_than_the_first_of_their_size_are_merged_by_their_own_hash(monkeypatch):
+    """A first hash that sees the pins and a second one that is constant: (2, 3) and (2, 3) share their first
+    hash, not the first hash of (0, 1), and must be merged with each other."""
+    monkeypatch.setattr(stochastic, "mix64", lambda x: np.where(x >= stochastic.GOLDEN, x, np.uint64(0)))
+    indptr = np.array([0, 2, 4, 6])
+    m_indptr, m_pins, weights = merge_identical_nets(indptr, np.array([2, 3, 0, 1, 2, 3]))
+    merged = {tuple(m_pins[a:b].tolist()): int(w) for a, b, w in zip(m_indptr, m_indptr[1:], weights)}
+    assert merged == {(0, 1): 1, (2, 3): 2}
+
+
+def test_a_net_that_differs_from_its_group_in_one_pin_is_kept_apart(monkeypatch):
+    monkeypatch.setattr(stochastic, "mix64", lambda x: np.zeros_like(x))
+    m_indptr, m_pins, weights = merge_identical_nets(np.array([0, 2, 4, 6]), np.array([0, 1, 0, 2, 0, 1]))
+    merged = sorted((tuple(m_pins[a:b].tolist()), int(w)) for a, b, w in zip(m_indptr, m_indptr[1:], weights))
+    assert merged == [((0, 1), 2), ((0, 2), 1)]
+
+
+def test_stochastic_parts_hands_every_option_on(monkeypatch):
+    import time
+
+    seen = {}
+    real_sample_nets = stochastic.sample_nets
+
+    def sample_spy(sampler, rng, **kwargs):
+        seen["draw"] = rng.integers(2**62)
+        seen["sample"] = kwargs
+        return real_sample_nets(sampler, np.random.default_rng(0), samples=4)
+
+    def partition_spy(indptr, pins, weights, nparts, **kwargs):
+        seen["weights"] = weights.tolist()
+        seen["partition"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+        return np.zeros(6, dtype=np.int64), {}
+
+    monkeypatch.setattr(stochastic, "sample_nets", sample_spy)
+    monkeypatch.setattr(stochastic, "partition_nets", partition_spy)
+    before = time.perf_counter()
+    _, info = stochastic_parts(CYCLE, 2, _ScriptedSpec(), epsilon=0.5, seed=4, partitioner="kahypar", preset="fast",
+                               threads=2, vcycles=1, vertex_weight="work")
+    wall = time.perf_counter() - before
+    assert seen["draw"] == np.random.default_rng(4).integers(2**62)
+    assert seen["sample"] == {"min_nets": hoeffding_nets(2, 0.02, 0.05), "samples": None, "coverage": 0.5}
+    assert seen["weights"] == [6] * 6  # 3 nonzeros per row + ceil(mean 3)
+    assert seen["partition"] == {"net_weights": [1, 1, 3, 2, 2], "epsilon": 0.5, "seed": 4, "partitioner": "kahypar",
+                                 "preset": "fast", "threads": 2, "vcycles": 1}
+    assert 0 <= info["shp"]["sample_s"] <= wall and 0 <= info["shp"]["partitioner_s"] <= wall
+    stochastic_parts(CYCLE, 2, _ScriptedSpec(), shp_samples=4)
+    assert seen["draw"] == np.random.default_rng(0).integers(2**62)  # the default seed
+    assert seen["sample"] == {"min_nets": 0, "samples": 4, "coverage": 0.0}
+    assert seen["weights"] == [3] * 6
+
+
+def test_batch_entries_of_no_batches_count_nothing():
+    from partition.minibatch_metrics import batch_entries
+
+    volume, messages = batch_entries([]).comm(np.array([0, 1]), 2)
+    assert volume.tolist() == messages.tolist() == [] and volume.dtype == np.int64
+
+
+def test_minibatch_parts_are_checked_against_the_part_count():
+    from partition.minibatch_metrics import minibatch_comm
+
+    subs = [_Scripted(CYCLE, [(0, 1)]).sample(np.random.default_rng(0))]
+    with pytest.raises(InputError, match="part id 2 of vertex 2 is out of range: expected 0 <= id < 2"):
+        minibatch_comm(subs, [0, 1, 2, 0, 1, 1], 2)
