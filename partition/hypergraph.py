@@ -79,7 +79,7 @@ def column_net(a_hat: sp.spmatrix, vertex_weight: str = "nonzeros") -> tuple[np.
     """
     a = a_hat.tocsr()
     n = a.shape[0]
-    if a.nnz and not np.all(a.data != 0):
+    if not np.all(a.data):  # a stored zero is no nonzero (np.all of no entries is True)
         a = a.copy()
         a.eliminate_zeros()
     # The pattern with 1-byte values: converting it to CSC costs ~5 bytes per

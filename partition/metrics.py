@@ -35,7 +35,7 @@ def _as_csr(a) -> sp.csr_matrix:
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise InputError(f"the matrix must be square (n x n), got shape {a.shape}")
     a = a.tocsr()
-    if a.nnz and not np.all(a.data != 0):
+    if not np.all(a.data):  # a stored zero is no nonzero (np.all of no entries is True)
         # A stored zero is not a nonzero: it moves no H row.
         a = a.copy()
         a.eliminate_zeros()
@@ -74,12 +74,6 @@ def validate_parts(parts, n: int, nparts: int | None = None) -> np.ndarray:
             raise InputError(
                 f"part id {int(parts[i])} of vertex {i} is out of range: expected 0 <= id < {nparts}")
     return parts
-
-
-def _nparts_of(parts: np.ndarray, nparts: int | None) -> int:
-    if nparts is not None:
-        return int(nparts)
-    return int(parts.max()) + 1 if parts.size else 1
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -126,11 +120,10 @@ def comm_pairs(a: sp.spmatrix, parts: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """
     a = _as_csr(a)
     parts = validate_parts(parts, a.shape[0])
-    nparts = _nparts_of(parts, None)
+    nparts = int(parts.max()) + 1 if parts.size else 1
     keys, n = _pair_keys(a, parts, nparts)
-    u = keys % n if n else keys
-    dest = (keys // n) % nparts if n else keys
-    return u.astype(np.int64, copy=False), dest.astype(np.int64, copy=False)
+    # int64 already; with n = 0 there are no keys, and // 0 of an empty array is empty
+    return keys % n, (keys // n) % nparts
 
 
 def comm_matrix(a: sp.spmatrix, parts: np.ndarray, nparts: int) -> np.ndarray:
@@ -138,7 +131,7 @@ def comm_matrix(a: sp.spmatrix, parts: np.ndarray, nparts: int) -> np.ndarray:
     a = _as_csr(a)
     parts = validate_parts(parts, a.shape[0], nparts)
     keys, n = _pair_keys(a, parts, int(nparts))
-    pair = keys // n if n else keys
+    pair = keys // n
     return np.bincount(pair, minlength=nparts * nparts).astype(np.int64).reshape(nparts, nparts)
 
 
@@ -167,14 +160,15 @@ def connectivity_minus_one(a: sp.spmatrix, parts: np.ndarray, nparts: int) -> in
 
 
 def edge_cut(a: sp.spmatrix, parts: np.ndarray, nparts: int | None = None) -> int:
-    """Undirected edges {u, v}, u != v, of the symmetrised pattern with parts[u] != parts[v]."""
+    """Undirected edges {u, v}, u != v, of the symmetrised pattern with parts[u] != parts[v].
+
+    A self loop is never cut (its ends share a part), so no step removes the diagonal.
+    """
     a = _as_csr(a)
     parts = validate_parts(parts, a.shape[0], nparts)
     n = a.shape[0]
     r = _row_of_nonzero(a)
     c = a.indices.astype(np.int64, copy=False)
-    off = r != c
-    r, c = r[off], c[off]
     cut = parts[r] != parts[c]
     r, c = r[cut], c[cut]
     lo = np.minimum(r, c)
@@ -188,8 +182,9 @@ def edge_cut(a: sp.spmatrix, parts: np.ndarray, nparts: int | None = None) -> in
 
 
 def _stats(per_rank: np.ndarray, nparts: int) -> dict:
+    """Sum, mean over the P ranks and maximum of a per-rank count (``per_rank`` has P >= 1 entries)."""
     total = int(per_rank.sum())
-    return {"total": total, "avg": total / nparts, "max": int(per_rank.max()) if per_rank.size else 0}
+    return {"total": total, "avg": total / nparts, "max": int(per_rank.max())}
 
 
 def partition_metrics(
@@ -221,18 +216,18 @@ def partition_metrics(
     nparts = int(nparts)
     parts = validate_parts(parts, n, nparts)
 
+    # np.bincount converts the weights to float64 itself.
     if weights is None:
-        w = np.diff(a.indptr).astype(np.float64)
+        w = np.diff(a.indptr)
     else:
         w = np.asarray(weights)
         if w.shape != (n,):
             raise InputError(f"weights must have shape ({n},), got {w.shape}")
         if not np.issubdtype(w.dtype, np.number) or np.any(w < 0):
             raise InputError("weights must be non-negative numbers")
-        w = w.astype(np.float64, copy=False)
 
     keys, _ = _pair_keys(a, parts, nparts)
-    pair = keys // n if n else keys
+    pair = keys // n
     owner = pair // nparts
     dest = pair % nparts
     del keys
@@ -254,12 +249,12 @@ def partition_metrics(
         "vertices": int(n),
         "nonzeros": int(a.nnz),
         "volume": _stats(sent, nparts),
-        "max_recv_volume": int(recv.max()) if recv.size else 0,
+        "max_recv_volume": int(recv.max()),
         "messages": _stats(msg_sent, nparts),
-        "max_recv_messages": int(msg_recv.max()) if msg_recv.size else 0,
+        "max_recv_messages": int(msg_recv.max()),
         "imbalance": imbalance,
         "connectivity_minus_one": connectivity_minus_one(a, parts, nparts),
-        "edge_cut": edge_cut(a, parts, nparts),
+        "edge_cut": edge_cut(a, parts),
         "empty_parts": [int(p) for p in empty],
         "part_sizes": {"min": int(sizes.min()), "max": int(sizes.max())},
     }

@@ -98,7 +98,7 @@ def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
     """Pattern of A ∪ Aᵀ without self loops, int8 values, sorted indices."""
     a = a_hat.tocsr()
     n = a.shape[0]
-    if a.nnz and not np.all(a.data != 0):
+    if not np.all(a.data):  # a stored zero is no nonzero (np.all of no entries is True)
         a = a.copy()
         a.eliminate_zeros()
     pat = sp.csr_matrix((np.ones(a.nnz, dtype=np.int8), a.indices, a.indptr), shape=(n, n))

@@ -26,7 +26,7 @@ def vertex_weights(a_hat: sp.spmatrix, scheme: str = "nonzeros") -> np.ndarray:
     if scheme not in VERTEX_WEIGHTS:
         raise InputError(f"vertex weight: expected one of {', '.join(VERTEX_WEIGHTS)}, got {scheme!r}")
     a = sp.csr_matrix(a_hat)
-    if a.nnz and not np.all(a.data != 0):
+    if not np.all(a.data):  # a stored zero is no nonzero (np.all of no entries is True)
         a = a.copy()
         a.eliminate_zeros()
     nonzeros = np.maximum(np.diff(a.indptr), 1).astype(np.int64)

@@ -211,3 +211,131 @@ def test_large_p_is_fast():
     elapsed = time.perf_counter() - t
     assert m["connectivity_minus_one"] == m["volume"]["total"] == int(cm.sum())
     assert elapsed < 30
+
+
+# ---------------------------------------------------------------------------
+# the messages of bad input name the entry and what was expected
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "parts, nparts, message",
+    [
+        ([0, 1, 2, 3], 3, "part id 3 of vertex 3 is out of range: expected 0 <= id < 3"),
+        ([0, -1, 1, -2], 2, "part id -1 of vertex 1 is negative"),
+        ([0, 1, 1], 2, "the part vector has 3 entries, but the matrix has 4 rows"),
+        ([[0, 1], [1, 0]], 2, "the part vector must be one-dimensional, got shape (2, 2)"),
+        ([0.0, 1.5, 1.0, 0.0], 2, "part ids must be integers, got dtype float64"),
+        ([0.0, np.inf, 1.0, 0.0], 2, "part ids must be integers, got dtype float64"),
+        (["0", "1", "1", "0"], 2, "part ids must be integers, got dtype <U1"),
+        ([0, 1, 1, 0], 0, "the number of parts must be at least 1, got 0"),
+    ],
+)
+def test_bad_parts_messages_name_the_vertex_and_the_expected_range(parts, nparts, message):
+    with pytest.raises(InputError) as err:
+        partition_metrics(sp.identity(4, format="csr"), np.array(parts), nparts)
+    assert str(err.value) == message
+
+
+def test_bad_matrix_messages_name_the_type_and_the_shape():
+    with pytest.raises(InputError) as err:
+        partition_metrics(np.eye(3), np.zeros(3, dtype=int), 1)
+    assert str(err.value) == "expected a scipy sparse matrix, got ndarray"
+    with pytest.raises(InputError) as err:
+        edge_cut(sp.csr_matrix((3, 4)), np.zeros(3, dtype=int), 1)
+    assert str(err.value) == "the matrix must be square (n x n), got shape (3, 4)"
+
+
+@pytest.mark.parametrize("weights", [[1, -1, 1, 1], ["1", "1", "1", "1"]])
+def test_bad_weights_message(weights):
+    with pytest.raises(InputError) as err:
+        partition_metrics(sp.identity(4, format="csr"), np.array([0, 1, 1, 0]), 2, weights=np.array(weights))
+    assert str(err.value) == "weights must be non-negative numbers"
+
+
+@pytest.mark.parametrize("function", [connectivity_minus_one, edge_cut, comm_matrix])
+def test_every_objective_checks_the_part_range(function):
+    with pytest.raises(InputError, match="part id 2 of vertex 2 is out of range: expected 0 <= id < 2"):
+        function(sp.identity(3, format="csr"), np.array([0, 1, 2]), 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_integral_float_part_ids_count_like_integers(dtype):
+    a = sp.csr_matrix(np.array([[1.0, 1, 0], [0, 1, 1], [1, 0, 1]]))
+    as_floats = partition_metrics(a, np.array([0.0, 1.0, 1.0], dtype=dtype), 2)
+    assert as_floats == partition_metrics(a, np.array([0, 1, 1]), 2)
+    assert as_floats["volume"]["total"] == 2  # row 0 reads u = 1 of part 1, row 2 reads u = 0 of part 0
+
+
+# ---------------------------------------------------------------------------
+# worked by hand, and the edges of the input range
+# ---------------------------------------------------------------------------
+
+
+def test_a_directed_example_worked_by_hand():
+    """Five vertices, parts [0, 0, 1, 2, 2], no diagonal (so km1 is not the volume).
+
+    Row v reads column u. Transfers (u, receiver): row 0 reads 2 and 3 -> (2, 0), (3, 0); row 1 reads 2 ->
+    (2, 0) again; row 2 reads 0 and 4 -> (0, 1), (4, 1); row 3 reads 4, its own part; row 4 reads 0 and 1 ->
+    (0, 2), (1, 2). Six transfers; rank 0 sends 3 (u = 0, 1), rank 1 sends 1, rank 2 sends 2; every rank
+    receives 2. Messages (sender -> receiver): 0->1, 0->2, 1->0, 2->0, 2->1: sent 2, 1, 2; received 2, 2, 1.
+    Columns 0 {parts 1, 2} and 4 {1, 2} are cut once each: km1 = 2. The seven undirected edges
+    {0,2} {0,3} {0,4} {1,2} {1,4} {2,4} {3,4} are all cut but {3,4}: 6. Row weights 2, 1, 2, 1, 2 give part
+    weights 3, 2, 3 of 8: imbalance 3 / (8 / 3) = 9 / 8.
+    """
+    reads = {0: [2, 3], 1: [2], 2: [0, 4], 3: [4], 4: [0, 1]}
+    rows = [v for v, us in reads.items() for _ in us]
+    cols = [u for us in reads.values() for u in us]
+    a = sp.csr_matrix((np.full(len(rows), 0.5), (rows, cols)), shape=(5, 5))
+    parts = np.array([0, 0, 1, 2, 2])
+    assert partition_metrics(a, parts, 3) == {
+        "parts": 3,
+        "vertices": 5,
+        "nonzeros": 8,
+        "volume": {"total": 6, "avg": 2.0, "max": 3},
+        "max_recv_volume": 2,
+        "messages": {"total": 5, "avg": 5 / 3, "max": 2},
+        "max_recv_messages": 2,
+        "imbalance": 9 / 8,
+        "connectivity_minus_one": 2,
+        "edge_cut": 6,
+        "empty_parts": [],
+        "part_sizes": {"min": 1, "max": 2},
+    }
+    assert comm_matrix(a, parts, 3).tolist() == [[0, 1, 2], [1, 0, 0], [1, 1, 0]]
+    u, dest = comm_pairs(a, parts)
+    assert u.dtype == dest.dtype == np.int64
+    assert list(zip(u.tolist(), dest.tolist())) == [(0, 1), (0, 2), (1, 2), (2, 0), (3, 0), (4, 1)]
+
+
+def test_an_empty_matrix_moves_nothing():
+    a = sp.csr_matrix((0, 0))
+    parts = np.zeros(0, dtype=np.int64)
+    m = partition_metrics(a, parts, 2)
+    assert (m["vertices"], m["nonzeros"], m["volume"], m["max_recv_volume"]) == (0, 0, {"total": 0, "avg": 0.0,
+                                                                                    "max": 0}, 0)
+    assert (m["imbalance"], m["empty_parts"], m["part_sizes"]) == (1.0, [0, 1], {"min": 0, "max": 0})
+    u, dest = comm_pairs(a, parts)
+    assert u.shape == dest.shape == (0,)
+    assert comm_matrix(a, parts, 2).tolist() == [[0, 0], [0, 0]]
+
+
+def test_transfer_keys_refuse_exactly_from_2_to_the_62():
+    """Keys (owner * P + dest) * n + u must stay below 2^63: P^2 * n >= 2^62 is refused, naming n and P."""
+    four = sp.csr_matrix(np.ones((4, 4)))
+    one = sp.csr_matrix(np.ones((1, 1)))
+    with pytest.raises(InputError) as err:
+        comm_pairs(four, np.array([0, 0, 0, 2**30 - 1]))  # P = 2^30: P^2 * 4 = 2^62
+    assert str(err.value) == "n = 4 and P = 1073741824 are too large for 64-bit transfer keys"
+    q = 2**30 - 2  # P^2 * 4 < 2^62: row 3 reads rows 0-2 of part 0, rows 0-2 read row 3
+    u, dest = comm_pairs(four, np.array([0, 0, 0, q]))
+    assert list(zip(u.tolist(), dest.tolist())) == [(0, q), (1, q), (2, q), (3, 0)]
+    with pytest.raises(InputError, match="n = 1 and P = 2147483648 are too large"):
+        comm_pairs(one, np.array([2**31 - 1]))  # P^2 * 1 = 2^62
+    assert comm_pairs(one, np.array([2**31 - 2]))[0].size == 0  # P^2 < 2^62
+
+
+def test_km1_is_exact_where_float64_is_not():
+    """Column 1 has rows in parts 0 and 1 of P = 2^54: the keys 2^54 and 2^54 + 1 are one float64."""
+    a = sp.csr_matrix(np.array([[0.0, 1.0], [0.0, 1.0]]))
+    assert connectivity_minus_one(a, np.array([0, 1]), 2**54) == 1

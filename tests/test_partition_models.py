@@ -339,3 +339,290 @@ def test_vertex_weight_is_refused_where_the_model_has_none() -> None:
 
     with pytest.raises(InputError, match="--vertex-weight: the random model balances vertex counts"):
         compute_parts("random", sp.identity(10, format="csr"), 2, vertex_weight="work")
+
+
+# ---------------------------------------------------------------------------
+# the trivial models and the METIS call against their definitions
+# ---------------------------------------------------------------------------
+
+
+def test_random_parts_deal_the_seeded_permutation_round_robin():
+    """The docstring's definition, written as a loop: vertex perm[i] goes to part i % nparts."""
+    perm = np.random.default_rng(7).permutation(11)
+    want = [0] * 11
+    for i, v in enumerate(perm):
+        want[v] = i % 4
+    assert random_parts(11, 4, seed=7).tolist() == want
+
+
+def test_contiguous_parts_by_hand():
+    # floor(i * 3 / 7) for i = 0..6: 0, 0, 0 (6/7), 1 (9/7), 1 (12/7), 2 (15/7), 2 (18/7)
+    assert contiguous_parts(7, 3).tolist() == [0, 0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("n, nparts, message", [
+    (5, True, "the number of parts must be an integer, got True"),
+    (5, 2.5, "the number of parts must be an integer, got 2.5"),
+    (5, 0, "the number of parts must be at least 1, got 0"),
+    (5, 6, "cannot split 5 vertices into 6 non-empty parts (need nparts <= n)"),
+])
+def test_part_count_messages(n, nparts, message):
+    for model in (lambda: random_parts(n, nparts), lambda: contiguous_parts(n, nparts),
+                  lambda: graph_parts(sp.identity(n, format="csr"), nparts)):
+        with pytest.raises(InputError) as err:
+            model()
+        assert str(err.value) == message
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -0.5, float("inf"), float("nan")])
+def test_epsilon_message(epsilon):
+    with pytest.raises(InputError) as err:
+        graph_parts(sp.identity(4, format="csr"), 2, epsilon=epsilon)
+    assert str(err.value) == f"epsilon (allowed imbalance) must be > 0, got {epsilon}"
+
+
+@pytest.mark.parametrize("matrix", [np.eye(3), sp.csr_matrix((3, 4))])
+def test_matrix_message(matrix):
+    for call in (lambda: graph_parts(matrix, 2), lambda: compute_parts("random", matrix, 2)):
+        with pytest.raises(InputError) as err:
+            call()
+        assert str(err.value) == "the normalized adjacency must be a square scipy sparse matrix"
+
+
+def test_symmetric_graph_ignores_stored_zeros_and_sorts_int8_ones():
+    # stored entries: (0, 2) = 0.0 is no edge; (2, 1) and (1, 2) are one edge; (1, 0) gives {0, 1}
+    a = sp.csr_matrix((np.array([0.0, 5.0, 1.0, 2.0, 3.0]), np.array([2, 1, 2, 0, 1]), np.array([0, 1, 4, 5])),
+                      shape=(3, 3))
+    s = symmetric_graph(a)
+    assert s.dtype == np.int8 and s.has_sorted_indices
+    assert s.indptr.tolist() == [0, 1, 3, 4] and s.indices.tolist() == [1, 0, 2, 1]
+    assert s.data.tolist() == [1, 1, 1, 1]
+    assert a.nnz == 5  # the caller's matrix keeps its stored zero
+
+
+def test_graph_parts_hands_metis_the_documented_graph_weights_and_options(monkeypatch):
+    """pymetis receives the symmetrised pattern, the nonzeros per row, ufactor = round(1000 epsilon), the seed,
+    k-way; a membership of the wrong length is an error, not a partition."""
+    import pymetis
+
+    seen = {}
+
+    def fake_part_graph(nparts, adjacency, vweights, recursive, options):
+        seen.update(nparts=nparts, xadj=list(adjacency.adj_starts), adjncy=list(adjacency.adjacent),
+                    vweights=list(vweights), recursive=recursive, ufactor=options.ufactor, seed=options.seed)
+        return 0, seen.get("membership", [1, 0, 1])
+
+    monkeypatch.setattr(pymetis, "part_graph", fake_part_graph)
+    a = sp.csr_matrix(np.array([[1.0, 1, 0], [0, 1, 1], [0, 0, 1]]))  # path 0 - 1 - 2, rows of 2, 2, 1 nonzeros
+    parts = graph_parts(a, 2, epsilon=0.0304, seed=9)
+    assert parts.dtype == np.int64 and parts.tolist() == [1, 0, 1]
+    assert seen == {"nparts": 2, "xadj": [0, 1, 3, 4], "adjncy": [1, 0, 2, 1], "vweights": [2, 2, 1],
+                    "recursive": False, "ufactor": 30, "seed": 9}
+    graph_parts(a, 2, epsilon=0.0004)
+    assert seen["ufactor"] == 1  # at least 1
+    graph_parts(a, 2, epsilon=0.0016, vertex_weight="work")
+    assert (seen["ufactor"], seen["vweights"]) == (2, [4, 4, 3])  # + ceil(mean 5/3) = 2
+    graph_parts(a, 2, epsilon=0.8)
+    assert seen["ufactor"] == 800  # not round(1000.x * epsilon)
+    graph_parts(a, 2)
+    assert (seen["ufactor"], seen["seed"]) == (30, 0)  # the defaults: epsilon 0.03, seed 0
+    assert graph_parts(a, 1).dtype == np.int64
+    seen["membership"] = [0, 1]
+    with pytest.raises(RuntimeError) as err:
+        graph_parts(a, 2)
+    assert str(err.value) == "METIS returned a partition of the wrong length"
+
+
+# ---------------------------------------------------------------------------
+# compute_parts: what meta.json records, and the messages of bad combinations
+# ---------------------------------------------------------------------------
+
+
+def _path(n: int) -> sp.csr_matrix:
+    a = sp.diags([np.ones(n - 1), np.ones(n), np.ones(n - 1)], [-1, 0, 1], format="csr")
+    return sp.csr_matrix(a)
+
+
+def test_compute_parts_records_each_model_in_meta():
+    from importlib import metadata
+
+    import scipy
+
+    a = _path(8)
+    versions = {"numpy": np.__version__, "scipy": metadata.version("scipy")}
+    assert versions["scipy"] == scipy.__version__
+    parts, info = compute_parts("Random", a, 3, seed=4)
+    assert parts.tolist() == random_parts(8, 3, 4).tolist()
+    assert info.pop("partition_s") >= 0
+    assert info == {"model": "random", "nparts": 3, "epsilon": None, "seed": 4,
+                    "partitioner": "numpy.random.default_rng", "preset": None, "versions": versions}
+    parts, info = compute_parts("contiguous", a, 3, seed=4, epsilon=0.5)
+    assert parts.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]  # floor(3 i / 8)
+    info.pop("partition_s")
+    assert info == {"model": "contiguous", "nparts": 3, "epsilon": None, "seed": None, "partitioner": None,
+                    "preset": None, "versions": versions}
+    _, info = compute_parts("graph", a, 2, seed=4, epsilon=0.0504, vertex_weight="work")
+    info.pop("partition_s")
+    assert info == {"model": "graph", "nparts": 2, "epsilon": 0.0504, "seed": 4, "partitioner": "metis",
+                    "preset": None, "objective": "cut", "vertex_weight": "work", "ufactor": 50,
+                    "versions": dict(versions, pymetis=metadata.version("pymetis"))}
+    _, info = compute_parts("hypergraph", a, 2, seed=4, epsilon=0.25, partitioner="KaHyPar", preset="fast")
+    assert (info["model"], info["partitioner"], info["preset"], info["epsilon"], info["seed"],
+            info["vertex_weight"]) == ("hypergraph", "kahypar", "fast", 0.25, 4, "nonzeros")
+    assert "version" not in info and info["versions"]["kahypar"] not in ("", None)
+
+
+def test_compute_parts_stochastic_records_the_sampler_and_names_the_tool_only_when_it_runs():
+    from distgcn.config import SamplerSpec
+
+    spec = SamplerSpec("node", 4)
+    parts, info = compute_parts("stochastic", _path(8), 1, sampler=spec, seed=3)
+    assert parts.tolist() == [0] * 8
+    assert (info["sampler"], info["epsilon"], info["seed"], info["vertex_weight"]) == (spec.as_dict(), 0.03, 3,
+                                                                                     "nonzeros")
+    assert set(info["versions"]) == {"numpy", "scipy"}
+    _, info = compute_parts("stochastic", _path(8), 2, sampler=spec, partitioner="kahypar", preset="fast",
+                            shp={"shp_samples": 3})
+    assert info["partitioner"] == "kahypar" and "kahypar" in info["versions"] and "version" not in info
+    assert info["shp"]["samples"] == 3
+
+
+@pytest.mark.parametrize("model, kwargs, message", [
+    ("graph", {"sampler": "node"}, "--sampler: only --model stochastic samples subgraphs, not the graph model"),
+    (None, {"sampler": "node"}, "--sampler: only --model stochastic samples subgraphs, not the unnamed model"),
+    ("random", {"shp": {"shp_samples": 3}},
+     "--shp-epsilon, --shp-delta and --shp-samples: only --model stochastic samples subgraphs, not the random model"),
+    ("contiguous", {"vertex_weight": "work"},
+     "--vertex-weight: the contiguous model balances vertex counts, not weights"),
+    ("", {"vertex_weight": "work"}, "--vertex-weight: the unnamed model balances vertex counts, not weights"),
+    ("graph", {"preset": "fast"}, "the graph model (METIS) has no presets"),
+    ("graph", {"partitioner": "kahypar"}, "the graph model uses METIS; partitioner 'kahypar' is not available"),
+    ("hypergraph", {"epsilon": 0.0}, "epsilon (allowed imbalance) must be > 0, got 0.0"),
+    ("stochastic", {"sampler": "node", "epsilon": float("inf")}, "epsilon (allowed imbalance) must be > 0, got inf"),
+    ("stochastic", {}, "the stochastic model needs a sampler (--sampler and --batch-size)"),
+    ("external", {}, "the external model needs a part file (parts_file)"),
+    ("spectral", {}, "unknown partitioning model 'spectral': expected one of random, contiguous, graph, hypergraph, "
+                     "stochastic, external"),
+])
+def test_compute_parts_messages(model, kwargs, message):
+    from distgcn.config import SamplerSpec
+
+    if kwargs.get("sampler") == "node":
+        kwargs = dict(kwargs, sampler=SamplerSpec("node", 4))
+    with pytest.raises(InputError) as err:
+        compute_parts(model, _path(8), 2, **kwargs)
+    assert str(err.value) == message
+
+
+def test_random_parts_default_seed_is_0():
+    perm = np.random.default_rng(0).permutation(9)
+    want = [0] * 9
+    for i, v in enumerate(perm):
+        want[v] = i % 2
+    assert random_parts(9, 2).tolist() == want
+    parts, info = compute_parts("random", _path(9), 2)
+    assert parts.tolist() == want and info["seed"] == 0
+
+
+def test_compute_parts_times_the_call():
+    import time
+
+    before = time.perf_counter()
+    _, info = compute_parts("contiguous", _path(8), 2)
+    assert 0 <= info["partition_s"] <= time.perf_counter() - before
+
+
+def _spy(monkeypatch, name, result):
+    """Replace partition.models.<name> by a recorder of its arguments that returns ``result``."""
+    import partition.models as models
+
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return result
+
+    monkeypatch.setattr(models, name, spy)
+    return calls
+
+
+def test_compute_parts_hands_every_option_to_the_graph_model(monkeypatch):
+    a = _path(8)
+    calls = _spy(monkeypatch, "graph_parts", np.zeros(8, dtype=np.int64))
+    _, info = compute_parts("graph", a, 2, epsilon=0.8, seed=5, partitioner="metis", vertex_weight="work")
+    assert calls == [((a, 2), {"epsilon": 0.8, "seed": 5, "vertex_weight": "work"})]
+    assert info["ufactor"] == 800  # round(1000 epsilon)
+    _, info = compute_parts("graph", a, 2, epsilon=0.0004)
+    assert info["ufactor"] == 1  # at least 1
+
+
+@pytest.mark.parametrize("tool_version", ["9.9.9", None])
+def test_compute_parts_hands_every_option_to_the_hypergraph_model(monkeypatch, tool_version):
+    from importlib import metadata
+
+    a = _path(8)
+    extra = {"partitioner": "kahypar", "preset": "quality", "km1_reported": 3}
+    if tool_version:
+        extra["version"] = tool_version
+    calls = _spy(monkeypatch, "hypergraph_parts", (np.zeros(8, dtype=np.int64), extra))
+    _, info = compute_parts("hypergraph", a, 2, epsilon=0.2, seed=5, partitioner="KaHyPar", preset="quality",
+                            threads=3, vcycles=4, vertex_weight="work")
+    assert calls == [((a, 2), {"epsilon": 0.2, "seed": 5, "partitioner": "kahypar", "preset": "quality",
+                               "threads": 3, "vcycles": 4, "return_info": True, "vertex_weight": "work"})]
+    assert info["versions"]["kahypar"] == (tool_version or metadata.version("kahypar"))
+    assert "version" not in info and info["km1_reported"] == 3
+    assert ("version" in extra) == bool(tool_version)  # the tool's answer is left as it was
+
+
+@pytest.mark.parametrize("tool_version", ["9.9.9", None])
+def test_compute_parts_hands_every_option_to_the_stochastic_model(monkeypatch, tool_version):
+    from importlib import metadata
+
+    from distgcn.config import SamplerSpec
+    import partition.stochastic as stochastic
+
+    a = _path(8)
+    spec = SamplerSpec("node", 4)
+    extra = {"partitioner": "kahypar", "preset": "fast"}
+    if tool_version:
+        extra["version"] = tool_version
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return np.zeros(8, dtype=np.int64), extra
+
+    monkeypatch.setattr(stochastic, "stochastic_parts", spy)
+    _, info = compute_parts("stochastic", a, 2, epsilon=0.2, seed=5, partitioner="KaHyPar", preset="fast",
+                            threads=3, vcycles=4, sampler=spec, shp={"shp_samples": 7}, vertex_weight="work")
+    assert calls == [((a, 2, spec), {"shp_samples": 7, "epsilon": 0.2, "seed": 5, "partitioner": "kahypar",
+                                     "preset": "fast", "threads": 3, "vcycles": 4, "vertex_weight": "work"})]
+    assert info["versions"]["kahypar"] == (tool_version or metadata.version("kahypar"))
+    assert "version" not in info
+
+
+def test_compute_parts_accepts_unset_shp_values_for_other_models():
+    parts, _ = compute_parts("contiguous", _path(4), 2, shp={"shp_samples": None, "shp_epsilon": None})
+    assert parts.tolist() == [0, 0, 1, 1]
+
+
+def test_a_missing_distribution_is_reported_not_raised():
+    from partition.models import _version
+
+    assert _version("no-such-distribution-for-distgcn") == "not installed"
+
+
+def test_work_weights_round_a_fractional_mean_up_and_leave_the_callers_matrix_alone() -> None:
+    from partition.weights import vertex_weights
+
+    # rows of 2, 1, 1 nonzeros (a stored zero in row 2 is none): mean 4/3, rounded up to 2
+    a = sp.csr_matrix((np.array([1.0, 1.0, 1.0, 1.0, 0.0]), np.array([0, 1, 1, 2, 0]), np.array([0, 2, 3, 5])),
+                      shape=(3, 3))
+    assert vertex_weights(a).tolist() == [2, 1, 1]
+    assert vertex_weights(a, "work").tolist() == [4, 3, 3]
+    assert vertex_weights(a, "work").dtype == np.int64
+    assert a.nnz == 5
+    assert vertex_weights(sp.csr_matrix((0, 0)), "work").tolist() == []
+    with pytest.raises(InputError) as err:
+        vertex_weights(a, "edges")
+    assert str(err.value) == "vertex weight: expected one of nonzeros, work, got 'edges'"
