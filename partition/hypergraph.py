@@ -191,6 +191,8 @@ def _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed
     ctx = kahypar.Context()
     ref = resources.files("partition") / "presets" / fname
     with resources.as_file(ref) as path:
+        if not path.is_file():  # KaHyPar would keep its empty context and never return
+            raise InputError("KaHyPar preset file missing from the installed package: reinstall distgcn", path=path)
         ctx.loadINIconfiguration(str(path))
     ctx.setK(int(nparts))
     ctx.setEpsilon(float(epsilon))

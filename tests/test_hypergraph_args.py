@@ -184,3 +184,11 @@ def test_mtkahypar_answers_int64_prints_nothing_and_names_its_distribution(capfd
     assert parts.dtype == np.int64 and info["km1_reported"] == 1
     assert info["version"] == metadata.version("mtkahypar")
     assert capfd.readouterr().out == ""
+
+
+def test_a_missing_kahypar_preset_file_is_an_error_not_a_hang(monkeypatch):
+    """KaHyPar keeps an empty context when its ini file is missing and its partitioner never returns."""
+    monkeypatch.setitem(hg.KAHYPAR_PRESETS, "fast", "no_such_preset.ini")
+    with pytest.raises(InputError, match="preset file missing") as err:
+        hg.hypergraph_parts(A, 2, epsilon=1.0, seed=0, partitioner="kahypar")
+    assert "no_such_preset.ini" in str(err.value)
