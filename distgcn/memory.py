@@ -198,25 +198,22 @@ def exchanged_width(fan_in: int, fan_out: int) -> int:
 def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
     """Peak bytes of activations and their gradients over one training step of ``n`` rows (model.py).
 
-    A product by Â holds its input, its output and the kernel's temporary (the
-    libraries' products return a new array that is then added in). On a GPU a
-    dropout that feeds Â keeps its float mask for the backward pass.
+    What the forward pass keeps: per layer its ReLU output (the logits on the
+    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
+    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
+    (not the input's). The peak is the backward pass's: all of that plus an
+    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
+    forward transient exceeds it: a layer's products and the temporary take at
+    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
+    on top of no more than the forward pass keeps in the end.
     """
     saved = 0
-    peak = 0
     for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        if b < a:  # dropout(H) W a slice at a time, keeping H: H W, Â (H W) and its temporary, then bias and ReLU
-            peak = max(peak, saved + 3 * n * b * s)
-        else:  # Â dropout(H), kept for W's gradient: dropout(H), Â H and its temporary; then (Â H) W, bias, ReLU
+        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
             mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
-            dropped = n * a * s if dropout > 0 else 0
-            saved += mask
-            peak = max(peak, saved + dropped + 2 * n * a * s, saved + n * a * s + 2 * n * b * s)
-            saved += n * a * s
-        saved += n * b * s  # the ReLU output (the logits on the last layer)
-    widest = max(exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:]))
-    backward = saved + 3 * n * max(widths[1:] + [widest]) * s  # an output gradient, Âᵀ G and its temporary
-    return max(peak, backward) if len(widths) > 1 else 0
+            saved += mask + n * a * s
+        saved += n * b * s
+    return saved + 3 * n * max(widths[1:]) * s
 
 
 def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:

@@ -1,0 +1,226 @@
+"""distgcn/memory.py's terms against the real objects they count, and worked examples for the rest.
+
+Each rank of the in-process transport builds its shard of a small seeded graph
+(directed or not), the distributed Â in each kernel's form and a halo exchanger,
+runs one product and its backward, and sums the bytes the objects hold: the
+prediction must equal them exactly. Activations, the CPU's shard term and the
+index-width boundary are checked against sums written out here by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+
+from distgcn import memory
+from distgcn.config import ConfigError, ModelConfig
+from distgcn.counters import CommCounters
+from distgcn.errors import InputError
+from distgcn.graph import Graph, normalized_adjacency
+from distgcn.halo import HaloExchanger, HaloPlan
+from distgcn.model import GCN
+from distgcn.shard import Shard
+from distgcn.spmm import DistributedAdjacency, is_symmetric, spmm
+from distgcn.transport.inprocess import InProcessTransport, run_ranks
+from distgcn.trainer import make_optimizer
+from partition.shards import iter_shards
+
+sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
+from spmm_check import make_graph, make_parts  # noqa: E402 - the seeded graphs of the halo tests
+
+N, EDGES, SEED, WIDTH, RANKS = 60, 260, 5, 6, 3
+DTYPES = {4: torch.float32, 8: torch.float64}
+
+
+def rank_shard(rank: int, size: int, directed: bool) -> Shard:
+    adj = make_graph(N, EDGES, SEED, directed)
+    return list(iter_shards(Graph(adj=adj, vertex_ids=np.arange(N)), normalized_adjacency(adj),
+                            make_parts(N, size, "random", SEED), size, "test"))[rank]
+
+
+def block_bytes(block) -> int:
+    """The bytes of the CSR arrays one SparseBlock holds (torch's lazy transpose included once built)."""
+    if hasattr(block.matrix, "crow_indices"):
+        tensors = [block.matrix] + ([block.transposed] if block.transposed is not None else [])
+        return sum(t.crow_indices().nbytes + t.col_indices().nbytes + t.values().nbytes for t in tensors)
+    m = block.matrix
+    return m.indptr.nbytes + m.indices.nbytes + m.data.nbytes
+
+
+def measured_rank(t: InProcessTransport, directed: bool, kernel: str, s: int) -> dict:
+    shard = rank_shard(t.rank, t.size, directed)
+    exchanger = HaloExchanger(HaloPlan.from_shard(shard), t, CommCounters(), exchanges=True)
+    adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, DTYPES[s], kernel)
+    h = torch.ones((shard.n_owned, WIDTH), dtype=DTYPES[s], requires_grad=True)
+    spmm(adjacency, h).sum().backward()
+    blocks = [adjacency.owned, *adjacency.halo_by_sender]
+    if adjacency.owned_t is not adjacency.owned:
+        blocks.append(adjacency.owned_t)
+    sizes = memory.sizes_of(shard)
+    return {
+        "adjacency": sum(block_bytes(b) for b in blocks),
+        "owned": block_bytes(adjacency.owned),
+        "buffers": sum(b.nbytes for b in exchanger._buffers.values()),
+        "symmetric": is_symmetric(shard.owned_block),
+        "predicted": memory.adjacency_bytes(dataclasses.replace(sizes, owned_symmetric=is_symmetric(
+            shard.owned_block)), s, kernel),
+        "unknown": memory.adjacency_bytes(sizes, s, kernel),
+        "halo_buffers": (sizes.halo_rows + sizes.rows_sent) * WIDTH * s,
+    }
+
+
+@pytest.mark.parametrize("s", [4, 8])
+@pytest.mark.parametrize("kernel", ["torch", "scipy", "numba"])
+@pytest.mark.parametrize("directed", [True, False])
+def test_adjacency_and_halo_buffers_are_the_bytes_the_objects_hold(directed, kernel, s):
+    for rank in run_ranks(RANKS, lambda t: measured_rank(t, directed, kernel, s)):
+        assert rank["symmetric"] == (not directed)
+        assert rank["predicted"] == rank["adjacency"]
+        # unknown symmetry counts the transpose: exact for a directed graph, one owned block over otherwise
+        assert rank["unknown"] == rank["adjacency"] + (0 if directed else rank["owned"])
+        assert rank["buffers"] == rank["halo_buffers"]
+
+
+def test_halo_buffers_term_is_one_pair_per_distinct_exchanged_width():
+    sizes = memory.ShardSizes(rows=10, halo_rows=3, nnz_owned=20, nnz_halo=4, rows_sent=5, senders=2,
+                              features=12, feature_itemsize=4, adjacency_itemsize=4, classes=3)
+    # widths 12 -> 7 -> 7 -> 3: products of 7, 7 and 3 columns, so buffers of 7 and 3 columns
+    predicted = memory.predict(sizes, ModelConfig(layers=3, hidden=(7,), dtype="float64"), on_gpu=True)
+    assert predicted["halo_buffers"] == (3 + 5) * 7 * 8 + (3 + 5) * 3 * 8
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_parameters_term_is_weights_gradients_and_optimizer_state_after_a_step(optimizer, dtype):
+    config = ModelConfig(layers=3, hidden=(9, 5), dtype=dtype, optimizer=optimizer)
+    widths = config.widths(11, 4)
+    model = GCN(widths, 0.0, 1, DTYPES[memory.ITEMSIZE[dtype]])
+    opt = make_optimizer(model.parameters(), dataclasses.replace(_train_config(), optimizer=optimizer))
+    sum(p.sum() for p in model.parameters()).backward()
+    opt.step()
+    state = [v for st in opt.state.values() for k, v in st.items() if k != "step"]  # "step": one scalar
+    held = sum(p.nbytes + p.grad.nbytes for p in model.parameters()) + sum(v.nbytes for v in state)
+    sizes = memory.ShardSizes(rows=2, halo_rows=0, nnz_owned=2, nnz_halo=0, rows_sent=0, senders=0,
+                              features=11, feature_itemsize=4, adjacency_itemsize=4, classes=4)
+    assert memory.predict(sizes, config, on_gpu=True)["parameters"] == held
+
+
+def _train_config():
+    from distgcn.config import TrainConfig
+    return TrainConfig()
+
+
+def test_shard_sizes_of_a_written_shard_are_those_of_the_loaded_one(tmp_path):
+    for rank in range(RANKS):
+        shard = rank_shard(rank, RANKS, directed=True)
+        path = tmp_path / f"part{rank}.npz"
+        shard.save(path)
+        assert memory.shard_sizes(path) == memory.sizes_of(Shard.load(path)) == memory.sizes_of(shard)
+
+
+def test_shard_sizes_of_an_unreadable_or_foreign_file_name_it(tmp_path):
+    text = tmp_path / "notes.npz"
+    text.write_text("not a zip archive")
+    with pytest.raises(InputError, match="cannot read shard") as err:
+        memory.shard_sizes(text)
+    assert "notes.npz" in str(err.value)
+    foreign = tmp_path / "other.npz"
+    np.savez(foreign, num_classes=np.array(3), something=np.zeros(4))
+    with pytest.raises(InputError, match="not a distgcn shard .lacks 'global_ids'") as err:
+        memory.shard_sizes(foreign)
+    assert "other.npz" in str(err.value)
+
+
+def test_npz_headers_reads_both_header_versions_and_skips_others(tmp_path):
+    path = tmp_path / "h.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, version in (("a.npy", (1, 0)), ("b.npy", (2, 0))):
+            with archive.open(name, "w") as fh:
+                np.lib.format.write_array(fh, np.zeros((3, 2), dtype=np.float32), version=version)
+        with archive.open("c.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.zeros(5, dtype=np.int64), version=(3, 0))
+    headers = memory._npz_headers(path)
+    assert headers == {"a": ((3, 2), np.dtype(np.float32)), "b": ((3, 2), np.dtype(np.float32))}
+
+
+def test_refuse_if_too_big_refuses_one_byte_short_and_names_the_largest_part_and_the_flag():
+    predicted = {"adjacency": 3 * 2**30, "features": 2**30, "total": 4 * 2**30}
+    memory.refuse_if_too_big(predicted, None, "this GPU")
+    memory.refuse_if_too_big(predicted, 4 * 2**30, "this GPU")
+    with pytest.raises(ConfigError) as err:
+        memory.refuse_if_too_big(predicted, 4 * 2**30 - 1, "this GPU")
+    message = str(err.value)
+    assert "4.0 GiB on this rank (largest part: adjacency, 3.0 GiB) but this GPU has 4.0 GiB available" in message
+    assert "--hidden" in message or "train.hidden" in message
+
+
+# ---- worked examples, terms written out from the docstrings ----
+
+def test_activations_worked_examples():
+    n = 10
+    # 8 -> 5 -> 3: both layers multiply by W first (b < a) and keep only their outputs; backward at width 5
+    assert memory._activations(n, [8, 5, 3], 4, 0.5, True) == n * 5 * 4 + n * 3 * 4 + 3 * n * 5 * 4
+    # 3 -> 7 -> 2: layer 0 keeps dropout(H) (3 wide, no mask: the input's) and its output; backward at width 7
+    assert memory._activations(n, [3, 7, 2], 8, 0.5, True) == n * 3 * 8 + n * 7 * 8 + n * 2 * 8 + 3 * n * 7 * 8
+    # 6 -> 4 -> 9 -> 2 with dropout on a GPU: layer 1 (4 -> 9) keeps dropout(H) and its float mask
+    kept = n * 4 * 8 + (n * 4 * 8 + n * 4 * 8) + n * 9 * 8 + n * 2 * 8
+    assert memory._activations(n, [6, 4, 9, 2], 8, 0.5, True) == kept + 3 * n * 9 * 8
+    # the same on the CPU, or without dropout on a GPU: no mask
+    no_mask = kept - n * 4 * 8
+    assert memory._activations(n, [6, 4, 9, 2], 8, 0.5, False) == no_mask + 3 * n * 9 * 8
+    assert memory._activations(n, [6, 4, 9, 2], 8, 0.0, True) == no_mask + 3 * n * 9 * 8
+    # equal widths (b == a) multiply by Â first: layer 1 keeps its mask, dropout(H) and its output
+    assert memory._activations(n, [5, 5, 5], 4, 0.5, True) == (n * 5 * 4 + n * 5 * 4) + (
+        n * 5 * 4 + n * 5 * 4 + n * 5 * 4) + 3 * n * 5 * 4
+
+
+SIZES = memory.ShardSizes(rows=10, halo_rows=3, nnz_owned=20, nnz_halo=4, rows_sent=5, senders=2,
+                          features=12, feature_itemsize=8, adjacency_itemsize=8, classes=3)
+
+
+def test_predict_worked_example_on_the_cpu_counts_the_shard_less_what_tensors_share():
+    config = ModelConfig(layers=2, hidden=(6,), dtype="float64", optimizer="sgd", dropout=0.0)
+    terms = memory.predict(SIZES, config, on_gpu=False, kernel="torch")
+    n, h, r, s = 10, 3, 5, 8
+    assert terms["features"] == n * 12 * s
+    assert terms["labels_masks"] == n * (8 + 3)  # int64 labels, three bool masks
+    assert terms["plan"] == r * 8
+    assert terms["parameters"] == (12 * 6 + 6 + 6 * 3 + 3) * s * 2
+    # host arrays: two row pointers, indices, values, features, ids + labels + masks, halo ids + send index
+    shard = (2 * (n + 1) + 24) * 8 + 24 * 8 + n * 12 * 8 + n * (16 + 3) + (h + r) * 8
+    # shared with tensors: the float64 features, torch's owned values, the masks, the send index
+    assert terms["shard"] == shard - (n * 12 * 8 + 20 * 8 + n * 3 + r * 8)
+    assert terms["total"] == sum(v for k, v in terms.items() if k != "total")
+    numba = memory.predict(SIZES, config, on_gpu=False)
+    assert numba["shard"] == shard - (n * 12 * 8 + n * 3 + r * 8)  # numba's blocks copy the values to int32 form
+    float32 = memory.predict(SIZES, dataclasses.replace(config, dtype="float32"), on_gpu=False, kernel="torch")
+    assert float32["shard"] == shard - (n * 3 + r * 8)  # float32 tensors copy the float64 arrays
+    assert float32["features"] == n * 12 * 4
+
+
+def test_predict_on_a_gpu_has_no_shard_term_and_auto_is_torch_there():
+    config = ModelConfig(layers=2, hidden=(6,), dtype="float32")
+    gpu = memory.predict(SIZES, config, on_gpu=True)
+    assert "shard" not in gpu
+    assert gpu["adjacency"] == memory.adjacency_bytes(SIZES, 4, "torch") != memory.adjacency_bytes(SIZES, 4, "numba")
+    assert gpu["total"] == sum(v for k, v in gpu.items() if k != "total")
+    assert memory.predict(SIZES, config, on_gpu=False)["adjacency"] == memory.adjacency_bytes(SIZES, 4, "numba")
+
+
+@pytest.mark.parametrize("entries, index", [(2**31 - 1, 4), (2**31, 8)])
+def test_scipy_indices_are_int32_below_2_to_the_31(entries, index):
+    sizes = dataclasses.replace(SIZES, rows=1, halo_rows=0, nnz_owned=entries - 4, nnz_halo=4, senders=1,
+                                owned_symmetric=True)
+    owned = 2 * index + (entries - 4) * (index + 4)
+    halo = 2 * index + 4 * (index + 4)
+    assert memory.adjacency_bytes(sizes, 4, "scipy") == owned + halo
+    rows = dataclasses.replace(sizes, rows=entries - 1, halo_rows=1, nnz_owned=4)
+    small = entries * index  # (rows + 1) row pointers
+    assert memory.adjacency_bytes(rows, 4, "numba") == small + 4 * (index + 4) + small + 4 * (index + 4)
