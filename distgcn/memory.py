@@ -188,11 +188,13 @@ def shard_sizes(path: str | Path) -> ShardSizes:
         )
     except (KeyError, IndexError) as exc:
         raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
+    except ValueError as exc:  # num_classes pickled, or not a number
+        raise InputError(f"not a distgcn shard ({exc})", path=path) from None
 
 
 def exchanged_width(fan_in: int, fan_out: int) -> int:
     """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
-    return fan_out if fan_out < fan_in else fan_in
+    return min(fan_in, fan_out)
 
 
 def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:

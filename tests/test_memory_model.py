@@ -138,14 +138,29 @@ def test_shard_sizes_of_an_unreadable_or_foreign_file_name_it(tmp_path):
     assert "other.npz" in str(err.value)
 
 
-def test_npz_headers_reads_both_header_versions_and_skips_others(tmp_path):
-    path = tmp_path / "h.npz"
+def write_npz_versions(path) -> int:
+    """An archive with a version 3.0 member first (skipped), then 1.0 and 2.0 ones; returns their data bytes."""
     with zipfile.ZipFile(path, "w") as archive:
+        with archive.open("c.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.zeros(5, dtype=np.int64), version=(3, 0))
         for name, version in (("a.npy", (1, 0)), ("b.npy", (2, 0))):
             with archive.open(name, "w") as fh:
                 np.lib.format.write_array(fh, np.zeros((3, 2), dtype=np.float32), version=version)
-        with archive.open("c.npy", "w") as fh:
-            np.lib.format.write_array(fh, np.zeros(5, dtype=np.int64), version=(3, 0))
+    return 2 * 3 * 2 * 4
+
+
+def test_shard_sizes_refuse_a_pickled_class_count_naming_the_file(tmp_path):
+    """Before: np.load's ValueError escaped as a traceback (the headers need no unpickling, num_classes neither)."""
+    arrays = rank_shard(0, RANKS, directed=True).to_arrays()
+    path = tmp_path / "pickled.npz"
+    np.savez(path, **{**arrays, "num_classes": np.array(3, dtype=object)})
+    with pytest.raises(InputError, match="pickled.npz: not a distgcn shard .Object arrays cannot be loaded"):
+        memory.shard_sizes(path)
+
+
+def test_npz_headers_reads_both_header_versions_and_skips_others(tmp_path):
+    path = tmp_path / "h.npz"
+    write_npz_versions(path)
     headers = memory._npz_headers(path)
     assert headers == {"a": ((3, 2), np.dtype(np.float32)), "b": ((3, 2), np.dtype(np.float32))}
 
@@ -157,8 +172,9 @@ def test_refuse_if_too_big_refuses_one_byte_short_and_names_the_largest_part_and
     with pytest.raises(ConfigError) as err:
         memory.refuse_if_too_big(predicted, 4 * 2**30 - 1, "this GPU")
     message = str(err.value)
-    assert "4.0 GiB on this rank (largest part: adjacency, 3.0 GiB) but this GPU has 4.0 GiB available" in message
-    assert "--hidden" in message or "train.hidden" in message
+    assert "would need 4.0 GiB on this rank (largest part: adjacency, 3.0 GiB) but this GPU has 4.0 GiB available" in message
+    assert message.endswith("use more ranks, smaller train.hidden or float32")  # the CLI renders the flag
+    assert err.value.field == "train.hidden"
 
 
 # ---- worked examples, terms written out from the docstrings ----
@@ -205,6 +221,14 @@ def test_predict_worked_example_on_the_cpu_counts_the_shard_less_what_tensors_sh
     assert float32["features"] == n * 12 * 4
 
 
+def test_predict_counts_the_gpu_s_dropout_mask_in_activations():
+    config = ModelConfig(layers=3, hidden=(4, 9), dtype="float64", dropout=0.5)  # 12 -> 4 -> 9 -> 3
+    n, s = 10, 8
+    kept = n * 4 * s + n * 4 * s + n * 9 * s + n * 3 * s  # outputs, and dropout(H) before the 4 -> 9 product
+    assert memory.predict(SIZES, config, on_gpu=False)["activations"] == kept + 3 * n * 9 * s
+    assert memory.predict(SIZES, config, on_gpu=True)["activations"] == kept + n * 4 * s + 3 * n * 9 * s
+
+
 def test_predict_on_a_gpu_has_no_shard_term_and_auto_is_torch_there():
     config = ModelConfig(layers=2, hidden=(6,), dtype="float32")
     gpu = memory.predict(SIZES, config, on_gpu=True)
@@ -224,3 +248,121 @@ def test_scipy_indices_are_int32_below_2_to_the_31(entries, index):
     rows = dataclasses.replace(sizes, rows=entries - 1, halo_rows=1, nnz_owned=4)
     small = entries * index  # (rows + 1) row pointers
     assert memory.adjacency_bytes(rows, 4, "numba") == small + 4 * (index + 4) + small + 4 * (index + 4)
+
+
+MEMINFO = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    7000001 kB\nCached: 5 kB\n"
+
+
+def test_available_bytes_shares_the_node_s_memavailable_between_its_ranks(monkeypatch):
+    real = memory.Path.read_text
+    monkeypatch.setattr(memory.Path, "read_text",
+                        lambda self, *a, **k: MEMINFO if str(self) == "/proc/meminfo" else real(self, *a, **k))
+    assert memory.available_bytes(None, 1) == 7000001 * 1024
+    assert memory.available_bytes(torch.device("cpu"), 3) == 7000001 * 1024 // 3
+    assert memory.available_bytes(None, 0) == 7000001 * 1024  # no rank count known: the whole node
+
+
+def test_available_bytes_is_unknown_without_meminfo_and_the_device_s_free_memory_on_a_gpu(monkeypatch):
+    def unreadable(self, *a, **k):
+        raise OSError("no /proc")
+    monkeypatch.setattr(memory.Path, "read_text", unreadable)
+    assert memory.available_bytes(None, 1) is None
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (123456789, 2 * 10**9))
+    gpu = type("Device", (), {"type": "cuda"})()
+    assert memory.available_bytes(gpu, 4) == 123456789
+    assert asked == [gpu]
+
+
+def node_has(monkeypatch, value: int | None) -> None:
+    """This node's available memory, as the checks before loading ask for it (the whole node: no rank yet)."""
+    def available(device, ranks_on_node):
+        assert device is None and ranks_on_node == 1
+        return value
+    monkeypatch.setattr(memory, "available_bytes", available)
+
+
+def test_declared_sizes_are_refused_one_byte_beyond_the_file_or_the_memory(monkeypatch, tmp_path):
+    node_has(monkeypatch, 3 * 40 + 5 * 16 + 7)
+    path = tmp_path / "g.mtx"
+    memory.check_declared_size(path, 2, "header", vertices=3, entries=5, extra_bytes=7, min_file_bytes=100,
+                               file_bytes=100)
+    node_has(monkeypatch, 3 * 40 + 5 * 16)
+    memory.check_declared_size(path, 2, "header", vertices=3, entries=5)  # no extra bytes unless given
+    node_has(monkeypatch, 3 * 40 + 5 * 16 + 7)
+    with pytest.raises(InputError) as err:
+        memory.check_declared_size(path, 2, "header declares 3", vertices=3, entries=5, min_file_bytes=101,
+                                   file_bytes=100)
+    assert str(err.value).endswith("g.mtx:2: header declares 3: the file would hold at least 101 bytes but has 100")
+    for too_big in ({"vertices": 4, "entries": 5, "extra_bytes": 0}, {"vertices": 3, "entries": 6, "extra_bytes": 0},
+                    {"vertices": 3, "entries": 5, "extra_bytes": 8}):
+        with pytest.raises(InputError, match="g.mtx:2: spec: loading needs at least 0.0 GiB but this node has 0.0 GiB"):
+            memory.check_declared_size(path, 2, "spec", **too_big)
+    node_has(monkeypatch, 2**31)
+    with pytest.raises(InputError, match="needs at least 3.0 GiB but this node has 2.0 GiB available"):
+        memory.check_declared_size(path, None, "spec", vertices=0, entries=3 * 2**30 // 16)
+    node_has(monkeypatch, None)
+    memory.check_declared_size(path, None, "spec", vertices=10**15, entries=10**15)
+
+
+def test_npz_arrays_are_refused_beyond_the_archive_or_the_memory(monkeypatch, tmp_path):
+    path = tmp_path / "a.npz"
+    np.savez(path, x=np.zeros((4, 3), np.float64), y=np.zeros(5, np.int32))
+    total = 4 * 3 * 8 + 5 * 4
+    node_has(monkeypatch, total)
+    memory.check_npz_arrays(path)
+    node_has(monkeypatch, total - 1)
+    with pytest.raises(InputError, match="a.npz: arrays of 0.0 GiB but this node has 0.0 GiB available"):
+        memory.check_npz_arrays(path)
+    node_has(monkeypatch, None)
+    memory.check_npz_arrays(path)
+    text = tmp_path / "t.npz"
+    text.write_text("not a zip archive")
+    memory.check_npz_arrays(text)  # left to np.load to report
+    versions = tmp_path / "v.npz"
+    total = write_npz_versions(versions)
+    node_has(monkeypatch, total)
+    memory.check_npz_arrays(versions)
+    node_has(monkeypatch, total - 1)
+    with pytest.raises(InputError, match="v.npz: arrays of"):
+        memory.check_npz_arrays(versions)
+
+
+def test_npz_arrays_beyond_the_memory_are_reported_in_gib(monkeypatch, tmp_path):
+    path = tmp_path / "big.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        with archive.open("x.npy", "w", force_zip64=True) as fh:  # 256 MiB of zeros, 1 MB compressed
+            np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (2**25,)})
+            for _ in range(64):
+                fh.write(bytes(2**22))
+    node_has(monkeypatch, 2**28 - 1)
+    with pytest.raises(InputError, match="big.npz: arrays of 0.2 GiB but this node has 0.2 GiB available"):
+        memory.check_npz_arrays(path)
+
+
+def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
+    path = tmp_path / "h.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, version in (("a.npy", (1, 0)), ("b.npy", (2, 0))):
+            with archive.open(name, "w") as fh:
+                np.lib.format.write_array(fh, np.zeros((3, 2), dtype=np.float32), version=version)
+        with archive.open("c.npy", "w") as fh:  # version 3 headers are skipped, not read as 1.0
+            np.lib.format.write_array(fh, np.zeros(5, dtype=np.int64), version=(3, 0))
+    memory.check_npz_arrays(path)
+    for name, version in (("a.npy", (1, 0)), ("b.npy", (2, 0))):
+        forged = tmp_path / f"forged-{version[0]}.npz"
+        with zipfile.ZipFile(forged, "w") as archive:
+            with archive.open(name, "w") as fh:
+                header = {"descr": "<f4", "fortran_order": False, "shape": (3, 2)}
+                np.lib.format.write_array_header_1_0(fh, header) if version == (1, 0) \
+                    else np.lib.format.write_array_header_2_0(fh, header)
+                fh.write(np.zeros(5, np.float32).tobytes())  # 20 of the 24 bytes declared
+        with pytest.raises(InputError, match=rf"forged-{version[0]}.npz: array {name[0]} declares shape \(3, 2\) \(24 bytes\) but the archive "
+                                             "holds 20 bytes for it"):
+            memory.check_npz_arrays(forged)
+    wraps = tmp_path / "wraps.npz"  # 2**64 elements: a product in int64 would wrap to 0 and pass
+    with zipfile.ZipFile(wraps, "w") as archive:
+        with archive.open("w.npy", "w") as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": "|u1", "fortran_order": False, "shape": (2**32, 2**32)})
+    with pytest.raises(InputError, match=rf"array w declares shape \(4294967296, 4294967296\) \({2**64} bytes\)"):
+        memory.check_npz_arrays(wraps)
