@@ -218,11 +218,15 @@ def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool
     return saved + 3 * n * max(widths[1:]) * s
 
 
+def scipy_index_bytes(sizes: ShardSizes) -> int:
+    """Bytes of one index in a scipy CSR block of this shard: int32 where every column and row pointer fits."""
+    return 4 if max(sizes.rows + sizes.halo_rows, sizes.nnz_owned + sizes.nnz_halo) < 2**31 else _INDEX
+
+
 def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
     """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
     n, h = sizes.rows, sizes.halo_rows
-    narrow = kernel != "torch" and max(n + h, sizes.nnz_owned + sizes.nnz_halo) < 2**31
-    index = 4 if narrow else _INDEX
+    index = _INDEX if kernel == "torch" else scipy_index_bytes(sizes)
     owned = (n + 1) * index + sizes.nnz_owned * (index + s)
     halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
     total = owned + halo
@@ -258,7 +262,8 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     if on_gpu:
         terms["total"] = sum(terms.values())
         return terms
-    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * _INDEX \
+    # scipy holds the loaded blocks' row pointers and columns as int32 where they fit (the file's are int64)
+    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * scipy_index_bytes(sizes) \
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \

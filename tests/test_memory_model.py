@@ -209,8 +209,8 @@ def test_predict_worked_example_on_the_cpu_counts_the_shard_less_what_tensors_sh
     assert terms["labels_masks"] == n * (8 + 3)  # int64 labels, three bool masks
     assert terms["plan"] == r * 8
     assert terms["parameters"] == (12 * 6 + 6 + 6 * 3 + 3) * s * 2
-    # host arrays: two row pointers, indices, values, features, ids + labels + masks, halo ids + send index
-    shard = (2 * (n + 1) + 24) * 8 + 24 * 8 + n * 12 * 8 + n * (16 + 3) + (h + r) * 8
+    # host arrays: two int32 row pointers and columns, values, features, ids + labels + masks, halo ids + send index
+    shard = (2 * (n + 1) + 24) * 4 + 24 * 8 + n * 12 * 8 + n * (16 + 3) + (h + r) * 8
     # shared with tensors: the float64 features, torch's owned values, the masks, the send index
     assert terms["shard"] == shard - (n * 12 * 8 + 20 * 8 + n * 3 + r * 8)
     assert terms["total"] == sum(v for k, v in terms.items() if k != "total")
@@ -366,3 +366,55 @@ def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
             np.lib.format.write_array_header_1_0(fh, {"descr": "|u1", "fortran_order": False, "shape": (2**32, 2**32)})
     with pytest.raises(InputError, match=rf"array w declares shape \(4294967296, 4294967296\) \({2**64} bytes\)"):
         memory.check_npz_arrays(wraps)
+
+
+def graph_shard(rank: int, size: int, feature_dtype: type) -> Shard:
+    """A shard with dense features, labels and masks: what a Trainer needs."""
+    adj = make_graph(N, EDGES, SEED, directed=True)
+    rng = np.random.default_rng(SEED)
+    graph = Graph(adj=adj, vertex_ids=np.arange(N), features=rng.standard_normal((N, 7)).astype(feature_dtype),
+                  labels=rng.integers(0, 3, N), train_mask=np.arange(N) % 2 == 0, val_mask=np.arange(N) % 4 == 1,
+                  test_mask=np.arange(N) % 4 == 3)
+    return list(iter_shards(graph, normalized_adjacency(adj), make_parts(N, size, "random", SEED), size, "t"))[rank]
+
+
+def host_arrays(obj) -> list[np.ndarray]:
+    """The numpy views of what a trainer holds on the CPU (a tensor's, a sparse tensor's or a CSR block's arrays)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.layout == torch.sparse_csr:
+            return [obj.crow_indices().numpy(), obj.col_indices().numpy(), obj.values().detach().numpy()]
+        return [obj.detach().numpy()]
+    return [obj.indptr, obj.indices, obj.data]
+
+
+def trainer_rank(t: InProcessTransport, dtype: str, feature_dtype: type, kernel: str) -> dict:
+    from distgcn.config import TrainConfig
+    from distgcn.trainer import Trainer
+
+    shard = graph_shard(t.rank, t.size, feature_dtype)
+    trainer = Trainer(shard, t, TrainConfig(hidden=(5,), dtype=dtype), kernel)
+    trainer.train_epoch(0)
+    adjacency = trainer.adjacency
+    blocks = [adjacency.owned, adjacency.owned_t, *adjacency.halo_by_sender]
+    held = [trainer.inputs, trainer.labels, *trainer.masks.values(), adjacency.exchanger.plan.send_index] + [
+        a for b in blocks for a in host_arrays(b.matrix)]
+    shard_arrays = [shard.global_ids, shard.halo_global_ids, shard.owned_block.indptr, shard.owned_block.indices,
+                    shard.owned_block.data, shard.halo_block.indptr, shard.halo_block.indices, shard.halo_block.data,
+                    shard.send_index, shard.features, shard.labels, shard.train_mask, shard.val_mask, shard.test_mask]
+    shared = sum(h.nbytes for h in {id(a): a for a in held}.values()
+                 if any(np.shares_memory(h, a) for a in shard_arrays))
+    predicted = memory.predict(memory.sizes_of(shard), TrainConfig(hidden=(5,), dtype=dtype), False, kernel)
+    return {"predicted": {k: predicted[k] for k in ("features", "labels_masks", "plan", "shard")},
+            "held": {"features": trainer.inputs.nbytes,
+                     "labels_masks": trainer.labels.nbytes + sum(m.nbytes for m in trainer.masks.values()),
+                     "plan": adjacency.exchanger.plan.send_index.nbytes,
+                     "shard": sum(a.nbytes for a in shard_arrays) - shared}}
+
+
+@pytest.mark.parametrize("feature_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel", ["torch", "numba"])
+def test_cpu_terms_are_the_trainer_s_tensors_and_the_shard_less_what_they_share(kernel, dtype, feature_dtype):
+    """The shard's O(P) peer lists and offsets are not counted."""
+    for rank in run_ranks(RANKS, lambda t: trainer_rank(t, dtype, feature_dtype, kernel)):
+        assert rank["predicted"] == rank["held"]
