@@ -72,7 +72,7 @@ def sizes_of(shard) -> ShardSizes:
 
 def available_bytes(device, ranks_on_node: int) -> int | None:
     """Memory one rank may use: the device's free memory, or this node's available memory shared by its ranks."""
-    if getattr(device, "type", "cpu") == "cuda":
+    if device is not None and device.type == "cuda":
         import torch
 
         return int(torch.cuda.mem_get_info(device)[0])

@@ -418,3 +418,36 @@ def test_cpu_terms_are_the_trainer_s_tensors_and_the_shard_less_what_they_share(
     """The shard's O(P) peer lists and offsets are not counted."""
     for rank in run_ranks(RANKS, lambda t: trainer_rank(t, dtype, feature_dtype, kernel)):
         assert rank["predicted"] == rank["held"]
+
+
+def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...], dropout: float) -> tuple[int, int]:
+    """(bytes of the unique storages autograd saves in a training forward, plus the logits, less the parameters'
+    and the input's; what memory.py predicts is kept, its activations less the backward's 3 n max(width) s)."""
+    from distgcn.config import TrainConfig
+    from distgcn.trainer import Trainer
+
+    shard = graph_shard(t.rank, t.size, np.float64)
+    config = TrainConfig(layers=layers, hidden=hidden, dtype="float64", dropout=dropout)
+    trainer = Trainer(shard, t, config, "numba")
+    trainer.model.train()
+    storages: dict[int, int] = {}
+
+    def pack(x: torch.Tensor) -> torch.Tensor:
+        storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        return x
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        logits = trainer.model(trainer.inputs, trainer._aggregate, shard.global_ids, 0)
+    storages[logits.untyped_storage().data_ptr()] = logits.untyped_storage().nbytes()
+    for held in [*trainer.model.parameters(), trainer.inputs]:
+        storages.pop(held.untyped_storage().data_ptr(), None)
+    widths = config.widths(7, shard.num_classes)
+    n = shard.n_owned
+    return sum(storages.values()), memory._activations(n, widths, 8, dropout, False) - 3 * n * max(widths[1:]) * 8
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize("layers, hidden", [(2, (5,)), (2, (16,)), (3, (4, 9)), (3, (16, 16))])
+def test_kept_activations_are_the_storages_autograd_saves_on_the_cpu(layers, hidden, dropout):
+    """7 input features: W first (b < a), Â first (b >= a), both in one model; no dropout mask on the CPU."""
+    for saved, predicted in run_ranks(2, lambda t: saved_by_forward(t, layers, hidden, dropout)):
+        assert saved == predicted
