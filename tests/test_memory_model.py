@@ -392,7 +392,8 @@ def trainer_rank(t: InProcessTransport, dtype: str, feature_dtype: type, kernel:
     from distgcn.trainer import Trainer
 
     shard = graph_shard(t.rank, t.size, feature_dtype)
-    trainer = Trainer(shard, t, TrainConfig(hidden=(5,), dtype=dtype), kernel)
+    trainer = Trainer(shard, t, TrainConfig(hidden=(5,), dtype=dtype, dropout=0.0), kernel)  # no numba dropout:
+    # under NUMBA_THREADING_LAYER=workqueue (mutation runs) two rank threads launching one kernel abort
     trainer.train_epoch(0)
     adjacency = trainer.adjacency
     blocks = [adjacency.owned, adjacency.owned_t, *adjacency.halo_by_sender]
@@ -403,7 +404,8 @@ def trainer_rank(t: InProcessTransport, dtype: str, feature_dtype: type, kernel:
                     shard.send_index, shard.features, shard.labels, shard.train_mask, shard.val_mask, shard.test_mask]
     shared = sum(h.nbytes for h in {id(a): a for a in held}.values()
                  if any(np.shares_memory(h, a) for a in shard_arrays))
-    predicted = memory.predict(memory.sizes_of(shard), TrainConfig(hidden=(5,), dtype=dtype), False, kernel)
+    predicted = memory.predict(memory.sizes_of(shard), TrainConfig(hidden=(5,), dtype=dtype, dropout=0.0), False,
+                               kernel)
     return {"predicted": {k: predicted[k] for k in ("features", "labels_masks", "plan", "shard")},
             "held": {"features": trainer.inputs.nbytes,
                      "labels_masks": trainer.labels.nbytes + sum(m.nbytes for m in trainer.masks.values()),
@@ -448,6 +450,9 @@ def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...]
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
 @pytest.mark.parametrize("layers, hidden", [(2, (5,)), (2, (16,)), (3, (4, 9)), (3, (16, 16))])
 def test_kept_activations_are_the_storages_autograd_saves_on_the_cpu(layers, hidden, dropout):
-    """7 input features: W first (b < a), Â first (b >= a), both in one model; no dropout mask on the CPU."""
-    for saved, predicted in run_ranks(2, lambda t: saved_by_forward(t, layers, hidden, dropout)):
+    """7 input features: W first (b < a), Â first (b >= a), both in one model; no dropout mask on the CPU.
+
+    One rank with dropout: numba's workqueue layer (mutation runs) aborts if two rank threads run its kernel at once.
+    """
+    for saved, predicted in run_ranks(1 if dropout else 2, lambda t: saved_by_forward(t, layers, hidden, dropout)):
         assert saved == predicted
