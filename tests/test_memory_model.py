@@ -20,7 +20,7 @@ import torch
 from conftest import ROOT
 
 from distgcn import memory
-from distgcn.config import ConfigError, ModelConfig
+from distgcn.config import ConfigError, ModelConfig, TrainConfig
 from distgcn.counters import CommCounters
 from distgcn.errors import InputError
 from distgcn.graph import Graph, normalized_adjacency
@@ -29,7 +29,7 @@ from distgcn.model import GCN
 from distgcn.shard import Shard
 from distgcn.spmm import DistributedAdjacency, is_symmetric, spmm
 from distgcn.transport.inprocess import InProcessTransport, run_ranks
-from distgcn.trainer import make_optimizer
+from distgcn.trainer import Trainer, make_optimizer
 from partition.shards import iter_shards
 
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
@@ -102,7 +102,7 @@ def test_parameters_term_is_weights_gradients_and_optimizer_state_after_a_step(o
     config = ModelConfig(layers=3, hidden=(9, 5), dtype=dtype, optimizer=optimizer)
     widths = config.widths(11, 4)
     model = GCN(widths, 0.0, 1, DTYPES[memory.ITEMSIZE[dtype]])
-    opt = make_optimizer(model.parameters(), dataclasses.replace(_train_config(), optimizer=optimizer))
+    opt = make_optimizer(model.parameters(), TrainConfig(optimizer=optimizer))
     sum(p.sum() for p in model.parameters()).backward()
     opt.step()
     state = [v for st in opt.state.values() for k, v in st.items() if k != "step"]  # "step": one scalar
@@ -110,11 +110,6 @@ def test_parameters_term_is_weights_gradients_and_optimizer_state_after_a_step(o
     sizes = memory.ShardSizes(rows=2, halo_rows=0, nnz_owned=2, nnz_halo=0, rows_sent=0, senders=0,
                               features=11, feature_itemsize=4, adjacency_itemsize=4, classes=4)
     assert memory.predict(sizes, config, on_gpu=True)["parameters"] == held
-
-
-def _train_config():
-    from distgcn.config import TrainConfig
-    return TrainConfig()
 
 
 def test_shard_sizes_of_a_written_shard_are_those_of_the_loaded_one(tmp_path):
@@ -172,7 +167,8 @@ def test_refuse_if_too_big_refuses_one_byte_short_and_names_the_largest_part_and
     with pytest.raises(ConfigError) as err:
         memory.refuse_if_too_big(predicted, 4 * 2**30 - 1, "this GPU")
     message = str(err.value)
-    assert "would need 4.0 GiB on this rank (largest part: adjacency, 3.0 GiB) but this GPU has 4.0 GiB available" in message
+    assert ("would need 4.0 GiB on this rank (largest part: adjacency, 3.0 GiB) but this GPU has 4.0 GiB "
+            "available") in message
     assert message.endswith("use more ranks, smaller train.hidden or float32")  # the CLI renders the flag
     assert err.value.field == "train.hidden"
 
@@ -357,8 +353,8 @@ def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
                 np.lib.format.write_array_header_1_0(fh, header) if version == (1, 0) \
                     else np.lib.format.write_array_header_2_0(fh, header)
                 fh.write(np.zeros(5, np.float32).tobytes())  # 20 of the 24 bytes declared
-        with pytest.raises(InputError, match=rf"forged-{version[0]}.npz: array {name[0]} declares shape \(3, 2\) \(24 bytes\) but the archive "
-                                             "holds 20 bytes for it"):
+        with pytest.raises(InputError, match=rf"forged-{version[0]}.npz: array {name[0]} declares shape \(3, 2\) "
+                                             r"\(24 bytes\) but the archive holds 20 bytes for it"):
             memory.check_npz_arrays(forged)
     wraps = tmp_path / "wraps.npz"  # 2**64 elements: a product in int64 would wrap to 0 and pass
     with zipfile.ZipFile(wraps, "w") as archive:
@@ -388,9 +384,6 @@ def host_arrays(obj) -> list[np.ndarray]:
 
 
 def trainer_rank(t: InProcessTransport, dtype: str, feature_dtype: type, kernel: str) -> dict:
-    from distgcn.config import TrainConfig
-    from distgcn.trainer import Trainer
-
     shard = graph_shard(t.rank, t.size, feature_dtype)
     trainer = Trainer(shard, t, TrainConfig(hidden=(5,), dtype=dtype, dropout=0.0), kernel)  # no numba dropout:
     # under NUMBA_THREADING_LAYER=workqueue (mutation runs) two rank threads launching one kernel abort
@@ -425,9 +418,6 @@ def test_cpu_terms_are_the_trainer_s_tensors_and_the_shard_less_what_they_share(
 def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...], dropout: float) -> tuple[int, int]:
     """(bytes of the unique storages autograd saves in a training forward, plus the logits, less the parameters'
     and the input's; what memory.py predicts is kept, its activations less the backward's 3 n max(width) s)."""
-    from distgcn.config import TrainConfig
-    from distgcn.trainer import Trainer
-
     shard = graph_shard(t.rank, t.size, np.float64)
     config = TrainConfig(layers=layers, hidden=hidden, dtype="float64", dropout=dropout)
     trainer = Trainer(shard, t, config, "numba")
