@@ -72,7 +72,7 @@ def sizes_of(shard) -> ShardSizes:
 
 def available_bytes(device, ranks_on_node: int) -> int | None:
     """Memory one rank may use: the device's free memory, or this node's available memory shared by its ranks."""
-    if getattr(device, "type", "cpu") == "cuda":
+    if device is not None and device.type == "cuda":
         import torch
 
         return int(torch.cuda.mem_get_info(device)[0])
@@ -188,42 +188,45 @@ def shard_sizes(path: str | Path) -> ShardSizes:
         )
     except (KeyError, IndexError) as exc:
         raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
+    except ValueError as exc:  # num_classes pickled, or not a number
+        raise InputError(f"not a distgcn shard ({exc})", path=path) from None
 
 
 def exchanged_width(fan_in: int, fan_out: int) -> int:
     """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
-    return fan_out if fan_out < fan_in else fan_in
+    return min(fan_in, fan_out)
 
 
 def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
     """Peak bytes of activations and their gradients over one training step of ``n`` rows (model.py).
 
-    A product by Â holds its input, its output and the kernel's temporary (the
-    libraries' products return a new array that is then added in). On a GPU a
-    dropout that feeds Â keeps its float mask for the backward pass.
+    What the forward pass keeps: per layer its ReLU output (the logits on the
+    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
+    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
+    (not the input's). The peak is the backward pass's: all of that plus an
+    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
+    forward transient exceeds it: a layer's products and the temporary take at
+    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
+    on top of no more than the forward pass keeps in the end.
     """
     saved = 0
-    peak = 0
     for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        if b < a:  # dropout(H) W a slice at a time, keeping H: H W, Â (H W) and its temporary, then bias and ReLU
-            peak = max(peak, saved + 3 * n * b * s)
-        else:  # Â dropout(H), kept for W's gradient: dropout(H), Â H and its temporary; then (Â H) W, bias, ReLU
+        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
             mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
-            dropped = n * a * s if dropout > 0 else 0
-            saved += mask
-            peak = max(peak, saved + dropped + 2 * n * a * s, saved + n * a * s + 2 * n * b * s)
-            saved += n * a * s
-        saved += n * b * s  # the ReLU output (the logits on the last layer)
-    widest = max(exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:]))
-    backward = saved + 3 * n * max(widths[1:] + [widest]) * s  # an output gradient, Âᵀ G and its temporary
-    return max(peak, backward) if len(widths) > 1 else 0
+            saved += mask + n * a * s
+        saved += n * b * s
+    return saved + 3 * n * max(widths[1:]) * s
+
+
+def scipy_index_bytes(sizes: ShardSizes) -> int:
+    """Bytes of one index in a scipy CSR block of this shard: int32 where every column and row pointer fits."""
+    return 4 if max(sizes.rows + sizes.halo_rows, sizes.nnz_owned + sizes.nnz_halo) < 2**31 else _INDEX
 
 
 def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
     """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
     n, h = sizes.rows, sizes.halo_rows
-    narrow = kernel != "torch" and max(n + h, sizes.nnz_owned + sizes.nnz_halo) < 2**31
-    index = 4 if narrow else _INDEX
+    index = _INDEX if kernel == "torch" else scipy_index_bytes(sizes)
     owned = (n + 1) * index + sizes.nnz_owned * (index + s)
     halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
     total = owned + halo
@@ -259,7 +262,8 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     if on_gpu:
         terms["total"] = sum(terms.values())
         return terms
-    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * _INDEX \
+    # scipy holds the loaded blocks' row pointers and columns as int32 where they fit (the file's are int64)
+    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * scipy_index_bytes(sizes) \
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
