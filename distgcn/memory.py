@@ -241,7 +241,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs.
 
     ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
-    Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba: about 260 MiB of a CPU rank).
+    Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba's kernels: about 370 MiB of a CPU rank).
     """
     s = ITEMSIZE[model.dtype]
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
