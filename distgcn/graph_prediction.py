@@ -111,6 +111,20 @@ def shard_sizes(spec: GraphSpec) -> ShardSizes:
                       classes=spec.classes)
 
 
+def partitioning_bytes(spec: GraphSpec) -> dict[str, int]:
+    """The floor of the partitioning node's memory: Â's CSR, the features and the part vector, held at once.
+
+    scipy keeps int32 indices while they fit (else int64), Â's values are float64 (prepare.py), features
+    float32, the part vector int64 (partition/models.py). Loading and writing shards take more on top
+    (issue #16 measured a peak of 2.5x this sum for a 10^8-nonzero graph): this is a lower bound.
+    """
+    index = 4 if max(spec.n, spec.nnz) < 2**31 else 8
+    terms = {"adjacency_csr": (spec.n + 1) * index + spec.nnz * (index + SHARD_ADJACENCY_ITEMSIZE),
+             "features": spec.n * spec.features * SHARD_FEATURE_ITEMSIZE, "parts": spec.n * 8}
+    terms["total"] = sum(terms.values())
+    return terms
+
+
 def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> list[int]:
     """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them.
 
@@ -126,7 +140,8 @@ def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> li
 
 
 def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
-    """The JSON object ``stats --predict`` prints: the inputs, the shard sizes, memory and halo traffic."""
+    """The JSON object ``stats --predict`` prints: the inputs, the shard sizes, memory, halo traffic and the
+    partitioning node's floor."""
     sizes = shard_sizes(spec)
     widths = epoch_exchange_widths(model, spec.features, spec.classes)
     rows_per_spmm = sizes.rows_sent * spec.parts
@@ -142,4 +157,5 @@ def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
         "spmm_exchanges": len(widths),
         "halo_rows_per_epoch": rows_per_spmm * len(widths),
         "halo_bytes_per_epoch": rows_per_spmm * sum(widths) * s,
+        "partitioning_bytes": partitioning_bytes(spec),
     }

@@ -189,6 +189,10 @@ def prediction_table(p: dict) -> str:
         ("halo per SpMM", f"{p['halo_rows_per_spmm']} rows sent by all ranks"),
         ("halo per epoch", f"{p['halo_bytes_per_epoch'] / 1e9:.2f} GB over {p['spmm_exchanges']} exchanges "
                            f"({p['halo_rows_per_epoch']} rows; full batch, exact first layer)"),
+        ("partitioning node", f"at least {p['partitioning_bytes']['total'] / 2**30:.1f} GiB (Â's CSR "
+                              f"{p['partitioning_bytes']['adjacency_csr'] / 2**30:.1f}, features "
+                              f"{p['partitioning_bytes']['features'] / 2**30:.1f}, part vector "
+                              f"{p['partitioning_bytes']['parts'] / 2**30:.1f})"),
     ]
     width = max(len(k) for k, _ in rows)
     terms = [k for k in p["gpu_bytes"] if k != "total"] + [k for k in p["cpu_bytes"] if k not in p["gpu_bytes"]]

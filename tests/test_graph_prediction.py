@@ -13,7 +13,7 @@ from conftest import run_distgcn_in_process
 from distgcn.cli import main
 from distgcn.config import ModelConfig
 from distgcn.graph_prediction import (GraphSpec, epoch_exchange_widths, expected_senders, parse_spec, predict_graph,
-                                      random_halo_rows, shard_sizes)
+                                      partitioning_bytes, random_halo_rows, shard_sizes)
 from distgcn.memory import ShardSizes, predict
 from partition.models import random_parts
 
@@ -111,6 +111,22 @@ def test_epoch_halo_traffic_is_what_training_measures(tmp_path, layers, hidden, 
     out = predict_graph(GraphSpec(n=300, nnz=1000, features=12, parts=3, classes=3, halo=mean_halo), model)
     assert out["halo_bytes_per_epoch"] == record["halo_bytes"] * (3 * mean_halo) // volume
     assert out["spmm_exchanges"] == record["spmm_exchanges"]
+
+
+def test_partitioning_floor_is_the_arrays_the_partitioning_process_holds():
+    """Â's CSR as scipy and prepare.py build it, float32 features and the int64 part vector: sizes of real arrays
+    for a small graph, and int64 indices past 2^31 nonzeros (papers100M)."""
+    from distgcn.graph import normalized_adjacency
+
+    a_hat = normalized_adjacency(a_hat_with_column_degrees(np.full(500, 4), seed=0))
+    features, parts = np.zeros((500, 7), dtype=np.float32), random_parts(500, 3)
+    floor = partitioning_bytes(GraphSpec(n=500, nnz=a_hat.nnz, features=7, parts=3))
+    assert floor == {"adjacency_csr": a_hat.indptr.nbytes + a_hat.indices.nbytes + a_hat.data.nbytes,
+                     "features": features.nbytes, "parts": parts.nbytes,
+                     "total": a_hat.indptr.nbytes + a_hat.indices.nbytes + a_hat.data.nbytes + features.nbytes
+                     + parts.nbytes}
+    big = partitioning_bytes(GraphSpec(n=10**8, nnz=3 * 10**9, features=1, parts=2))
+    assert big["adjacency_csr"] == (10**8 + 1) * 8 + 3 * 10**9 * 16
 
 
 def test_spec_accepts_papers_style_numbers_and_optional_keys():
