@@ -30,6 +30,7 @@ SHARD_ADJACENCY_ITEMSIZE = 8
 """Shards store Â's values as float64 (graph.py normalized_adjacency's default, used by prepare.py)."""
 REQUIRED = ("n", "nnz", "features", "parts")
 OPTIONAL = ("classes", "halo")
+KEYS = REQUIRED + OPTIONAL
 DEFAULT_CLASSES = 2
 
 
@@ -64,9 +65,9 @@ def parse_spec(text: str) -> GraphSpec:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep:
-            raise argparse.ArgumentTypeError(f"expected key=value, got {item!r} (keys: {', '.join(REQUIRED + OPTIONAL)})")
-        if key not in REQUIRED + OPTIONAL:
-            raise argparse.ArgumentTypeError(f"unknown key {key!r} (keys: {', '.join(REQUIRED + OPTIONAL)})")
+            raise argparse.ArgumentTypeError(f"expected key=value, got {item!r} (keys: {', '.join(KEYS)})")
+        if key not in KEYS:
+            raise argparse.ArgumentTypeError(f"unknown key {key!r} (keys: {', '.join(KEYS)})")
         if key in values:
             raise argparse.ArgumentTypeError(f"{key}: given twice")
         values[key] = _number(key, value.strip())
@@ -116,7 +117,7 @@ def partitioning_bytes(spec: GraphSpec) -> dict[str, int]:
 
     scipy keeps int32 indices while they fit (else int64), Â's values are float64 (prepare.py), features
     float32, the part vector int64 (partition/models.py). Loading and writing shards take more on top
-    (issue #16 measured a peak of 2.5x this sum for a 10^8-nonzero graph): this is a lower bound.
+    (issue #16 measured a peak of 2.7x this sum for a 10^8-nonzero graph): this is a lower bound.
     """
     index = 4 if max(spec.n, spec.nnz) < 2**31 else 8
     terms = {"adjacency_csr": (spec.n + 1) * index + spec.nnz * (index + SHARD_ADJACENCY_ITEMSIZE),

@@ -1,4 +1,5 @@
-"""``distgcn stats DIR...`` and ``distgcn stats --predict SPEC``: parse the options and report (partition/stats_command.py does the work)."""
+"""``distgcn stats DIR...`` and ``distgcn stats --predict SPEC``: parse the options and report
+(partition/stats_command.py does the work)."""
 
 from __future__ import annotations
 
