@@ -1,5 +1,7 @@
 """``distgcn stats DIR...``: the communication a partition causes, and each rank's predicted peak memory.
 
+``distgcn stats --predict SPEC``: the same predictions for a graph known only by its size (distgcn/graph_prediction.py).
+
 One directory prints its full report; several print one comparison table, a row per directory.
 """
 
@@ -11,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from distgcn.config import ModelConfig
+from distgcn.graph_prediction import GraphSpec, predict_graph
 from distgcn.memory import predict, shard_sizes, sizes_of
 from distgcn.partition_dir import (load_listed_shard, minibatch_volume, read_meta, validate_minibatch_fields,
                                   verify_parts_file)
@@ -170,3 +173,40 @@ def print_comparison(directories: Sequence[str], as_json: bool, options: ModelCo
     """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table."""
     rows = compare(directories, options)
     print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))
+
+
+def prediction_table(p: dict) -> str:
+    """``stats --predict``'s report: what was assumed, the shard it implies, memory by term, halo traffic."""
+    spec, shard, m = p["spec"], p["shard"], p["model"]
+    hidden = ",".join(str(w) for w in m["hidden"])
+    rows = [
+        ("graph", f"{spec['n']} vertices, {spec['nnz']} nonzeros in Â, {spec['features']} features, "
+                  f"{spec['classes']} classes, on {spec['parts']} ranks"),
+        ("model", f"{m['layers']} layers, hidden {hidden}, {m['dtype']}, {m['optimizer']}, dropout {m['dropout']}"),
+        ("halo rows per rank", f"{shard['halo_rows']} ({p['halo_source']})"),
+        ("largest rank's shard", f"{shard['rows']} rows, {shard['nnz_owned'] + shard['nnz_halo']} nonzeros "
+                                 f"({shard['nnz_halo']} in the halo block), {shard['senders']} senders"),
+        ("halo per SpMM", f"{p['halo_rows_per_spmm']} rows sent by all ranks"),
+        ("halo per epoch", f"{p['halo_bytes_per_epoch'] / 1e9:.2f} GB over {p['spmm_exchanges']} exchanges "
+                           f"({p['halo_rows_per_epoch']} rows; full batch, exact first layer)"),
+        ("partitioning node", f"at least {p['partitioning_bytes']['total'] / 2**30:.1f} GiB (Â's CSR "
+                              f"{p['partitioning_bytes']['adjacency_csr'] / 2**30:.1f}, features "
+                              f"{p['partitioning_bytes']['features'] / 2**30:.1f}, part vector "
+                              f"{p['partitioning_bytes']['parts'] / 2**30:.1f})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    terms = [k for k in p["gpu_bytes"] if k != "total"] + [k for k in p["cpu_bytes"] if k not in p["gpu_bytes"]]
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += ["", "predicted peak memory of the largest rank (distgcn/memory.py; libraries not counted):",
+              f"{'term':<14} {'GPU GiB':>10} {'CPU GiB':>10}"]
+    for term in [*terms, "total"]:
+        gpu = p["gpu_bytes"].get(term)
+        lines.append(f"{term:<14} {'-' if gpu is None else f'{gpu / 2**30:.2f}':>10} "
+                     f"{p['cpu_bytes'][term] / 2**30:>10.2f}")
+    return "\n".join(lines)
+
+
+def print_prediction(spec: GraphSpec, options: ModelConfig, as_json: bool) -> None:
+    """``stats --predict``: one JSON object, or the table."""
+    prediction = predict_graph(spec, options)
+    print(json.dumps(prediction) if as_json else prediction_table(prediction))

@@ -1,18 +1,25 @@
-"""``distgcn stats DIR...``: parse the options and report (partition/stats_command.py does the work)."""
+"""``distgcn stats DIR...`` and ``distgcn stats --predict SPEC``: parse the options and report
+(partition/stats_command.py does the work)."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..config import DTYPES, OPTIMIZERS
+from ..graph_prediction import parse_spec
 from .options import field_flags, positive_int, probability, widths
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="communication metrics of partition directories (several: compared "
-                                               "in one table)")
-    stats.add_argument("partition_dirs", nargs="+", metavar="DIR",
+                                               "in one table), or a prediction for a graph known by its size")
+    stats.add_argument("partition_dirs", nargs="*", metavar="DIR",
                        help="a partition directory; give several to compare them, one row each")
+    stats.add_argument("--predict", type=parse_spec, metavar="n=N,nnz=Z,features=F,parts=P[,classes=C,halo=H]",
+                       help="instead of DIRs: per-rank memory and per-epoch halo bytes of a graph with N vertices, "
+                            "Z nonzeros in Â (self loops included), F features, C classes (default: 2) on P ranks; "
+                            "halo rows per rank H measured on a better partition, else a random partition's "
+                            "(an upper bound: docs/scale.md)")
     stats.add_argument("--json", action="store_true",
                        help="one JSON object instead of a table (several DIRs: a list of them, in order)")
     stats.add_argument("--layers", type=positive_int, default=2,
@@ -28,12 +35,19 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """One directory: its full report; several: one comparison table (or JSON list), all verified first."""
-    from partition.stats_command import print_comparison, print_stats
+    from partition.stats_command import print_comparison, print_prediction, print_stats
 
     from ..config import ModelConfig
+    from ..errors import InputError
 
     options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout)
-    if len(args.partition_dirs) == 1:
+    if (args.predict is None) == (not args.partition_dirs):
+        raise InputError("stats: give partition directories or --predict, not both" if args.predict else
+                         "stats: give a partition directory (or several), or --predict n=...,nnz=...,features=...,"
+                         "parts=...")
+    if args.predict is not None:
+        print_prediction(args.predict, options, as_json=args.json)
+    elif len(args.partition_dirs) == 1:
         print_stats(args.partition_dirs[0], as_json=args.json, options=options)
     else:
         print_comparison(args.partition_dirs, as_json=args.json, options=options)
