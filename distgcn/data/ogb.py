@@ -82,7 +82,6 @@ def _read_csv_variant(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarra
     """(sources, targets, vertex count, features, labels) from the csv.gz files."""
     edge_path = raw / "edge.csv.gz"
     edges = read_int_table(edge_path, columns=2, what="'source,target' vertex ids")
-    _check_count(raw / "num-edge-list.csv.gz", len(edges), "edges", edge_path)
     features = labels = None
     n = _declared_count(raw / "num-node-list.csv.gz")
     if (raw / "node-feat.csv.gz").is_file():
@@ -94,6 +93,7 @@ def _read_csv_variant(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarra
     if n is None:
         n = int(edges.max()) + 1 if edges.size else 0
     _check_ids(edges, n, edge_path)
+    _check_count(raw / "num-edge-list.csv.gz", len(edges), "edges", edge_path)
     return edges[:, 0], edges[:, 1], n, features, labels
 
 
@@ -110,7 +110,7 @@ def _read_binary(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | N
         edges = _single_count(arrays["num_edges_list"], path, "num_edges_list")
         if edges != edge_index.shape[1]:
             raise InputError(f"num_edges_list says {edges} edges, edge_index holds {edge_index.shape[1]}", path=path)
-    _check_ids(edge_index.T, n, path)
+    _check_ids(edge_index.T, n, path, rows_are_lines=False)
     features = None
     if "node_feat" in arrays:
         features = arrays["node_feat"]
@@ -219,13 +219,15 @@ def _agree(n: int | None, found: int, path: Path, what: str) -> int:
     return found
 
 
-def _check_ids(ids: np.ndarray, n: int, path: Path) -> None:
-    """Every id in 0..n-1; otherwise name the line (row + 1) of the first that is not."""
+def _check_ids(ids: np.ndarray, n: int, path: Path, *, rows_are_lines: bool = True) -> None:
+    """Every id in 0..n-1; otherwise name the line (row + 1) of the first that is not, or its edge number."""
     bad = np.flatnonzero(((ids < 0) | (ids >= n)).any(axis=1))
     if bad.size:
         row = int(bad[0])
         value = next(int(v) for v in ids[row] if v < 0 or v >= n)
-        raise InputError(f"vertex id {value} is outside 0..{n - 1}", path=path, line=row + 1)
+        if rows_are_lines:
+            raise InputError(f"vertex id {value} is outside 0..{n - 1}", path=path, line=row + 1)
+        raise InputError(f"edge_index[:, {row}] holds vertex id {value}, outside 0..{n - 1}", path=path)
 
 
 def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
