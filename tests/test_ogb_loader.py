@@ -156,6 +156,20 @@ def test_partition_api_takes_the_directory(tmp_path):
     assert int(split.graph.train_mask.sum()) == 146
 
 
+def test_train_command_takes_the_directory(tmp_path):
+    from conftest import distgcn_in_process
+
+    directory = write_csv_dataset(tmp_path / "ogbn_products", make_dataset(9), scheme="sales_ranking")
+    out = tmp_path / "part"
+    done = distgcn_in_process(["partition", str(directory), "--parts", "2", "--model", "random", "--out", str(out),
+                               "--quiet"])
+    assert done.returncode == 0, done.stderr
+    done = distgcn_in_process(["train", str(out), "--epochs", "1", "--quiet"], ranks=2)
+    assert done.returncode == 0, done.stderr
+    done = distgcn_in_process(["train", "--graph", str(directory), "--epochs", "1", "--quiet"])
+    assert done.returncode == 0, done.stderr
+
+
 def test_official_scheme_is_picked_among_several(tmp_path):
     data = make_dataset(6)
     directory = write_csv_dataset(tmp_path / "ogbn_arxiv", data)
@@ -189,6 +203,8 @@ BAD_FILES = [
      "valid.csv.gz:3: vertex id -1 is outside 0..299"),
     ("feature-not-a-number", "raw/node-feat.csv.gz", "1,2,3,4,5\n1,2,abc,4,5\n", False,
      "node-feat.csv.gz:2: expected a number, found 'abc'"),
+    ("feature-two-in-a-field", "raw/node-feat.csv.gz", "1,2,3,4,5\n1,2 3,4,5,6\n", False,
+     "node-feat.csv.gz:2: expected a number, found '2 3'"),
     ("feature-short-row", "raw/node-feat.csv.gz", "1,2,3,4,5\n1,2,3,4\n", False,
      "node-feat.csv.gz:2: expected 5 comma-separated values"),
     ("feature-rows-missing", "raw/node-feat.csv.gz", "1,2,3,4,5\n", False, "1 feature rows for 300 vertices"),
