@@ -225,6 +225,16 @@ def test_bad_file_is_named_with_its_line(tmp_path, relative, text, truncate, mes
     assert str(directory) in str(caught.value)
 
 
+@pytest.mark.parametrize("count_file", [True, False])
+def test_a_forged_vertex_count_is_refused_before_allocating(tmp_path, count_file):
+    directory = tmp_path / "ogbn_arxiv"
+    write_gz(directory / "raw" / "edge.csv.gz", "0,1\n1,100000000000\n")
+    if count_file:
+        write_gz(directory / "raw" / "num-node-list.csv.gz", "100000000001\n")
+    with pytest.raises(InputError, match=r"(100000000001 vertices|vertex id 100000000000): loading needs at least"):
+        load_graph(str(directory))
+
+
 def test_bad_binary_files(tmp_path):
     data = make_dataset(8)
     directory = write_binary_dataset(tmp_path / "ogbn_papers100M", data)

@@ -90,8 +90,9 @@ def _read_csv_variant(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarra
     if (raw / "node-label.csv.gz").is_file():
         labels = _labels(read_float_table(raw / "node-label.csv.gz"), raw / "node-label.csv.gz")
         n = _agree(n, len(labels), raw / "node-label.csv.gz", "labels")
-    if n is None:
+    if n is None:  # the largest id sets the vertex count: refuse one forged id before allocating for it
         n = int(edges.max()) + 1 if edges.size else 0
+        check_declared_size(edge_path, None, f"vertex id {n - 1}", vertices=n, entries=len(edges))
     _check_ids(edges, n, edge_path)
     _check_count(raw / "num-edge-list.csv.gz", len(edges), "edges", edge_path)
     return edges[:, 0], edges[:, 1], n, features, labels
