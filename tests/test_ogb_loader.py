@@ -245,6 +245,9 @@ def test_bad_binary_files(tmp_path):
     np.savez_compressed(raw / "data.npz", edges=data.edges)
     with pytest.raises(InputError, match="data.npz: missing arrays edge_index, num_nodes_list"):
         load_graph(str(directory))
+    np.savez_compressed(raw / "data.npz", edge_index=data.edges.T.copy(), num_nodes_list=np.array([10**11]))
+    with pytest.raises(InputError, match="num_nodes_list 100000000000: loading needs at least"):
+        load_graph(str(directory))
     (raw / "data.npz").write_bytes(b"PK not a zip")
     with pytest.raises(InputError, match="data.npz: not a readable .npz archive"):
         load_graph(str(directory))

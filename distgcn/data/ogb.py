@@ -107,6 +107,7 @@ def _read_binary(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | N
         raise InputError(f"edge_index must be an integer [2, E] array, found {edge_index.dtype} {edge_index.shape}",
                          path=path)
     n = _single_count(arrays["num_nodes_list"], path, "num_nodes_list")
+    check_declared_size(path, None, f"num_nodes_list {n}", vertices=n, entries=edge_index.shape[1])
     if "num_edges_list" in arrays:
         edges = _single_count(arrays["num_edges_list"], path, "num_edges_list")
         if edges != edge_index.shape[1]:
