@@ -34,7 +34,8 @@ __all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_tr
            "from_pyg", "from_scipy", "load_graph", "partition", "to_networkx", "to_scipy", "train"]
 
 GraphSource = Graph | str | Path | GraphOptions
-"""A Graph in memory, a spec as ``distgcn train --graph`` takes it, or a spec with its loading options."""
+"""A Graph in memory, a PyTorch Geometric ``Data`` (read by :func:`from_pyg`), a spec as
+``distgcn train --graph`` takes it, or a spec with its loading options."""
 _TRANSPORTS: dict[str, Transport] = {}
 """The transports :func:`default_transport` has started in this process, by backend."""
 
@@ -173,6 +174,10 @@ def default_transport(backend: str | None = None) -> Transport:
 
 def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, sp.csr_matrix, dict]:
     """The prepared graph, Â, and the description of its source that meta.json keeps."""
+    from .interop import from_pyg, is_pyg_data
+
+    if is_pyg_data(source):
+        source = from_pyg(source)
     if isinstance(source, Graph):
         graph, a_hat = prepare_loaded_graph(dataclasses.replace(source), source.name, feature_norm)
         return graph, a_hat, {"spec": None, "symmetrize": False, "feature_norm": feature_norm,
@@ -182,7 +187,8 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
     elif isinstance(source, GraphOptions):
         options = source
     else:
-        raise InputError(f"expected a Graph, a graph spec or GraphOptions, got {type(source).__name__}")
+        raise InputError(f"expected a Graph, a torch_geometric Data, a graph spec or GraphOptions, "
+                         f"got {type(source).__name__}")
     from .partition_dir import graph_source
 
     graph, a_hat = prepare_graph(options)

@@ -133,7 +133,8 @@ def from_pyg(data: Any, *, symmetrize: bool = False) -> Graph:
     Reads ``edge_index`` ([2, E]: row 0 sources, row 1 targets; the target
     aggregates from the source), ``num_nodes``, and ``x``, ``y``,
     ``train_mask``, ``val_mask``, ``test_mask`` when present. Edge attributes
-    are ignored.
+    are ignored. A float ``y`` (OGB's ogbn-papers100M) gives label -1 where it
+    is NaN, and such vertices are taken out of the masks.
     """
     try:
         from torch_geometric.data import Data
@@ -158,7 +159,26 @@ def from_pyg(data: Any, *, symmetrize: bool = False) -> Graph:
     if labels is not None and labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     masks = [_numpy(getattr(data, key, None)) for key in MASKS]
+    if labels is not None and np.issubdtype(labels.dtype, np.floating):
+        labels, known = _float_labels(labels)
+        masks = [m & known if m is not None and m.shape == known.shape else m for m in masks]
     return _with_data(graph, _numpy(getattr(data, "x", None)), labels, masks)
+
+
+def is_pyg_data(value: Any) -> bool:
+    """Whether ``value`` is a PyTorch Geometric ``Data`` (checked without importing PyG)."""
+    return any(cls.__module__.startswith("torch_geometric.") and cls.__name__ == "Data" for cls in type(value).__mro__)
+
+
+def _float_labels(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 labels with -1 for NaN, known mask) from float labels, as OGB's PyG datasets give ogbn-papers100M."""
+    known = ~np.isnan(values)
+    whole = values[known]
+    if whole.size and ((whole < 0) | (whole != np.round(whole))).any():
+        raise InputError("y must hold class numbers (float y may hold whole numbers >= 0, or NaN for unknown)")
+    labels = np.full(values.shape, -1, dtype=np.int64)
+    labels[known] = whole.astype(np.int64)
+    return labels, known
 
 
 def _numpy(value: Any) -> np.ndarray | None:

@@ -9,6 +9,7 @@ command says and leaves, which a launcher does not change.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import re
 import shutil
@@ -169,6 +170,19 @@ def in_the_way(d: Path) -> Path:
 
 LABELLED = ["--epochs", "1", "--quiet"]
 
+
+def ogb_directory(d: Path, edges: str = "0,1\n1,2\n2,3\n", valid: str = "2\n") -> Path:
+    """A 4-vertex OGB dataset as the ogb package leaves it (csv.gz, no headers)."""
+    files = {"raw/edge.csv.gz": edges, "raw/num-node-list.csv.gz": "4\n",
+             "raw/node-feat.csv.gz": "1,0\n0,1\n1,1\n0,0\n",
+             "raw/node-label.csv.gz": "0\n1\n0\n1\n", "split/time/train.csv.gz": "0\n1\n",
+             "split/time/valid.csv.gz": valid, "split/time/test.csv.gz": "3\n"}
+    for name, text in files.items():
+        (d / "ogbn_arxiv" / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / "ogbn_arxiv" / name).write_bytes(gzip.compress(text.encode()))
+    return d / "ogbn_arxiv"
+
+
 CASES = [
     Case("edge-list-malformed-line", "edge list line with 4 ids",
          graph_train(lambda d: write(d, "bad.txt", "0 1\n1 2 3 4\n2 0\n")), "bad.txt:2: expected 2 vertex ids"),
@@ -189,6 +203,10 @@ CASES = [
                                                  "1 2\n4 1\n")), "m.mtx:4"),
     Case("mtx-bad-header", "Matrix Market file without its banner",
          graph_train(lambda d: write(d, "nobanner.mtx", "3 3 1\n1 2\n")), "nobanner.mtx:1"),
+    Case("ogb-edge-out-of-range", "OGB edge.csv.gz naming vertex 9 of 4",
+         graph_train(lambda d: ogb_directory(d, edges="0,1\n1,9\n"), LABELLED), "edge.csv.gz:2: vertex id 9"),
+    Case("ogb-split-out-of-range", "OGB split file naming vertex 4 of 4",
+         graph_train(lambda d: ogb_directory(d, valid="2\n4\n"), LABELLED), "valid.csv.gz:2: vertex id 4"),
     Case("unknown-format", "a file of unknown type",
          graph_train(lambda d: write(d, "g.csv", GOOD_EDGES)), "unknown graph format"),
     Case("missing-file", "a graph file that does not exist",

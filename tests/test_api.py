@@ -151,6 +151,31 @@ def test_from_pyg_with_pytorch_geometric():
     check_pyg_graph(distgcn.from_pyg(data_module.Data(**pyg_fields())))
 
 
+def test_pyg_data_goes_to_partition_and_train_directly():
+    """A Data object as OGB's PyG datasets give it (float y, NaN unknown): no file round trip."""
+    data_module = pytest.importorskip("torch_geometric.data", reason="torch_geometric is not installed "
+                                      "(optional: pip install torch_geometric)")
+    n = 8
+    sources, targets = [0, 1, 2, 3, 4, 5, 6, 7, 2], [1, 2, 3, 4, 5, 6, 7, 0, 6]
+    y = torch.tensor([[0.0], [1.0], [float("nan")], [2.0], [1.0], [0.0], [float("nan")], [2.0]])
+    train = torch.tensor([True, True, True, False, False, False, True, False])
+    data = data_module.Data(edge_index=torch.tensor([sources, targets]), num_nodes=n,
+                            x=torch.eye(n, 3, dtype=torch.float32), y=y, train_mask=train,
+                            val_mask=torch.tensor([False] * 3 + [True, True] + [False] * 3),
+                            test_mask=torch.tensor([False] * 5 + [True, False, True]))
+    split = distgcn.partition(data, 2, "random", feature_norm="none")
+    expected = np.zeros((n, n))
+    expected[targets, sources] = 1  # the target aggregates from the source
+    np.testing.assert_array_equal(split.graph.adj.toarray(), expected)
+    np.testing.assert_array_equal(split.graph.labels, [0, 1, -1, 2, 1, 0, -1, 2])
+    np.testing.assert_array_equal(split.graph.features, np.eye(n, 3))
+    np.testing.assert_array_equal(split.graph.train_mask, [True, True, False, False, False, False, False, False])
+    assert split.graph.val_mask.sum() == 2 and split.graph.test_mask.tolist()[5:] == [True, False, True]
+    runs = [distgcn.train(source, epochs=2, threads=1, seed=0) for source in (data, distgcn.from_pyg(data))]
+    losses = [[r["loss"] for r in run.history] for run in runs]
+    assert len(losses[0]) == 2 and losses[0] == losses[1]
+
+
 def test_from_pyg_without_pytorch_geometric_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_geometric", None)
     monkeypatch.setitem(sys.modules, "torch_geometric.data", None)

@@ -2,8 +2,9 @@
 
 ``load_graph(spec)`` accepts
 - ``synthetic:KIND,...``: a generated graph (:mod:`distgcn.data.synthetic`);
-- a directory: Planetoid (``ind.NAME.*`` files) or MUSAE (``NAME_edges.csv``,
-  ``NAME_target.csv``, ``NAME.json``);
+- a directory: Planetoid (``ind.NAME.*`` files), MUSAE (``NAME_edges.csv``,
+  ``NAME_target.csv``, ``NAME.json``) or an OGB node-property dataset (``raw/edge.csv.gz``
+  or ``raw/data.npz``, and ``split/``: :mod:`distgcn.data.ogb`);
 - a Planetoid prefix ``DIR/ind.NAME`` or any one of its files;
 - a file, by suffix (optionally followed by ``.gz`` for the text formats):
   ``.txt``/``.edges``/``.el`` SNAP edge list, ``.mtx`` Matrix Market,
@@ -11,7 +12,7 @@
 
 Every loader follows the conventions of :mod:`distgcn.graph`: an edge ``u v``
 gives ``adj[v, u] = 1``, no self loops, no duplicates, sorted CSR of 1.0
-float64. Undirected formats (METIS, Planetoid, MUSAE, symmetric ``.mtx``) come
+float64. Undirected formats (METIS, Planetoid, MUSAE, symmetric ``.mtx``, the undirected OGB datasets) come
 back symmetric; the others stay directed unless ``symmetrize``.
 
 Structure-only graphs get seeded random features, labels and a 50/25/25 split
@@ -37,7 +38,7 @@ __all__ = ["load_graph", "save_npz", "detect_format", "UNLABELLED_SPLIT"]
 _EDGE_LIST_SUFFIXES = (".txt", ".edges", ".el")
 _EXPECTED = (
     "expected a SNAP edge list (.txt, .edges, .el, optionally .gz), Matrix Market (.mtx[.gz]), "
-    "METIS (.graph), .npz, a Planetoid or MUSAE directory, or synthetic:KIND,..."
+    "METIS (.graph), .npz, a Planetoid, MUSAE or OGB directory, or synthetic:KIND,..."
 )
 
 
@@ -71,8 +72,8 @@ def load_graph(
 
 
 def detect_format(spec: str) -> tuple[str, Path]:
-    """(format name, path to hand its loader): one of snap, mtx, metis, npz, planetoid, musae."""
-    from distgcn.data import musae, planetoid
+    """(format name, path to hand its loader): one of snap, mtx, metis, npz, planetoid, musae, ogb."""
+    from distgcn.data import musae, ogb, planetoid
 
     path = Path(spec)
     if path.is_dir():
@@ -81,10 +82,13 @@ def detect_format(spec: str) -> tuple[str, Path]:
             return "planetoid", prefix
         if musae.find_dataset(path) is not None:
             return "musae", path
+        if ogb.is_ogb_directory(path):
+            return "ogb", path
         raise InputError(
             "directory holds no known dataset: expected Planetoid files "
-            "ind.NAME.{x,y,tx,ty,allx,ally,graph,test.index} "
-            "or MUSAE files NAME_edges.csv, NAME_target.csv, NAME.json",
+            "ind.NAME.{x,y,tx,ty,allx,ally,graph,test.index}, "
+            "MUSAE files NAME_edges.csv, NAME_target.csv, NAME.json, "
+            "or an OGB dataset (raw/edge.csv.gz or raw/data.npz)",
             path=path,
         )
     prefix = planetoid.find_prefix(path)
@@ -128,6 +132,10 @@ def _load_file(kind: str, path: Path, *, symmetrize: bool, seed: int) -> Graph:
         from distgcn.data.planetoid import load_planetoid
 
         return load_planetoid(path)
+    if kind == "ogb":
+        from distgcn.data.ogb import load_ogb
+
+        return load_ogb(path, symmetrize=symmetrize)
     from distgcn.data.musae import find_dataset, load_musae
 
     return load_musae(path, find_dataset(path) or "", seed=seed)
