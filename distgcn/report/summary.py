@@ -76,54 +76,59 @@ def partition_rows(partitions: list[Partition]) -> list[list[object]]:
     return rows
 
 
+def _section(title: str, text: str, body: str) -> list[str]:
+    """A titled section of the summary: its heading, what it shows, then the table."""
+    return [f"## {title}", "", text, "", body, ""]
+
+
 def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> str:
     """The whole summary as markdown text (figure links relative to ``out``)."""
     parts = [REPORT_TITLE.rstrip("\n"), ""]
     if runs:
-        parts += ["## Runs", "",
-                  "Times are medians over epochs, leaving out the first (warm-up) when a run has two or more, "
-                  "with the interquartile range of those epochs. Compute, halo wait and allreduce are the "
-                  "slowest rank's own split of the median (the share of the steady epochs that the slowest "
-                  "rank of each epoch spent in each part), so they add up to the median epoch time; ? where "
-                  "the metrics file predates that record. ranks/cores: on rank 0's node; oversubscribed "
-                  "means more ranks than cores, so times include waiting for a core. Traffic is per epoch, "
-                  "summed over ranks; the best validation accuracy is followed by the test accuracy at that "
-                  "epoch.", "",
-                  table(["run", "file", "graph", "model", "P", "ranks/cores", "epochs", "final loss",
-                         "final test acc", "best val acc (test)", "epoch (ms)", "epoch IQR (ms)", "compute (ms)",
-                         "halo wait (ms)", "allreduce (ms)", "halo rows", "messages"], run_rows(runs),
-                        numeric_from=4), ""]
+        parts += _section("Runs",
+                          "Times are medians over epochs, leaving out the first (warm-up) when a run has two or more, "
+                          "with the interquartile range of those epochs. Compute, halo wait and allreduce are the "
+                          "slowest rank's own split of the median (the share of the steady epochs that the slowest "
+                          "rank of each epoch spent in each part), so they add up to the median epoch time; ? where "
+                          "the metrics file predates that record. ranks/cores: on rank 0's node; oversubscribed "
+                          "means more ranks than cores, so times include waiting for a core. Traffic is per epoch, "
+                          "summed over ranks; the best validation accuracy is followed by the test accuracy at that "
+                          "epoch.",
+                          table(["run", "file", "graph", "model", "P", "ranks/cores", "epochs", "final loss",
+                                 "final test acc", "best val acc (test)", "epoch (ms)", "epoch IQR (ms)",
+                                 "compute (ms)", "halo wait (ms)", "allreduce (ms)", "halo rows", "messages"],
+                                run_rows(runs), numeric_from=4))
         if any(None in (r.graph, r.ranks, r.model) for r in runs):
             parts += [f"{UNKNOWN}: not recorded in the metrics file (written before runs named themselves); "
                       "give it on the command line as FILE@ranks=P,model=HP,graph=NAME.", ""]
     repeated = setting_rows(runs)
     if repeated:
-        parts += ["## Repeated settings", "",
-                  "Runs of one graph, model and P: the median of their median epoch times, the range of those "
-                  "medians, and the slowest rank's split of it (pooled over every repeat's steady epochs).", "",
-                  table(["setting", "runs", "epoch (ms)", "range (ms)", "compute (ms)", "halo wait (ms)",
-                         "allreduce (ms)", "oversubscribed"], repeated, numeric_from=1), ""]
+        parts += _section("Repeated settings",
+                          "Runs of one graph, model and P: the median of their median epoch times, the range of those "
+                          "medians, and the slowest rank's split of it (pooled over every repeat's steady epochs).",
+                          table(["setting", "runs", "epoch (ms)", "range (ms)", "compute (ms)", "halo wait (ms)",
+                                 "allreduce (ms)", "oversubscribed"], repeated, numeric_from=1))
     series = scaling_series(runs)
     if series:
         rows = [[describe(graph, model or "unknown model"), p.ranks, _ms(p.epoch_s),
                  f"{_ms(p.timing.low_s)} to {_ms(p.timing.high_s)}", f"{p.speedup:.2f}", f"{p.efficiency:.2f}",
                  p.runs, None if p.timing.oversubscribed is None else ("yes" if p.timing.oversubscribed else "no")]
                 for (graph, model), points in series.items() for p in points]
-        parts += ["## Strong scaling", "",
-                  "Speedup and efficiency are relative to the smallest P of each series, from median epoch "
-                  "times: the median of the repeats' medians where a P was run more than once (spread: their "
-                  "range), else the run's median (spread: its interquartile range over epochs).", "",
-                  table(["graph, model", "P", "epoch time (ms)", "spread (ms)", "speedup", "efficiency", "runs",
-                         "oversubscribed"], rows, numeric_from=1), ""]
+        parts += _section("Strong scaling",
+                          "Speedup and efficiency are relative to the smallest P of each series, from median epoch "
+                          "times: the median of the repeats' medians where a P was run more than once (spread: their "
+                          "range), else the run's median (spread: its interquartile range over epochs).",
+                          table(["graph, model", "P", "epoch time (ms)", "spread (ms)", "speedup", "efficiency", "runs",
+                                 "oversubscribed"], rows, numeric_from=1))
     if partitions:
-        parts += ["## Partitions", "",
-                  "Predicted per distributed SpMM: rows of H sent (total and by the busiest rank, and "
-                  "received by the busiest receiver) and messages; imbalance is max/avg nonzeros per rank; "
-                  "minibatch volume (stochastic model only) is what it minimises: expected rows sent per "
-                  "minibatch SpMM.", "",
-                  table(["partition", "directory", "graph", "model", "partitioner", "P", "volume", "max sent",
-                         "max received", "messages", "imbalance", "edge cut", "minibatch volume",
-                         "partition time (s)"], partition_rows(partitions), numeric_from=5), ""]
+        parts += _section("Partitions",
+                          "Predicted per distributed SpMM: rows of H sent (total and by the busiest rank, and "
+                          "received by the busiest receiver) and messages; imbalance is max/avg nonzeros per rank; "
+                          "minibatch volume (stochastic model only) is what it minimises: expected rows sent per "
+                          "minibatch SpMM.",
+                          table(["partition", "directory", "graph", "model", "partitioner", "P", "volume", "max sent",
+                                 "max received", "messages", "imbalance", "edge cut", "minibatch volume",
+                                 "partition time (s)"], partition_rows(partitions), numeric_from=5))
     if figures:
         parts += ["## Figures", ""]
         for caption, path in figures:
