@@ -21,7 +21,7 @@ def dropout_key(seed: int, epoch: int, layer: int) -> int:
 
 
 def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
-    """Boolean [rows, width]: True where entry (row_ids[i], j) survives dropout with probability p.
+    """Boolean [rows, width]: True where entry (row_ids[i], j) survives dropout (probability 1 - p).
 
     One 64-bit hash per row and group of four columns gives four 16-bit
     uniforms, so p is applied at a resolution of 2**-16.
