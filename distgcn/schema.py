@@ -215,7 +215,9 @@ RUN_HEADER = Obj({
 EPOCH_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_s", "compute_s", "comm_wait_s",
               "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows", "spmm_exchanges")
 """The keys of every epoch record (distgcn/trainer.py's metrics)."""
-SLOWEST_KEYS = ("slowest_compute_s", "slowest_comm_wait_s", "slowest_allreduce_s")
+SPLIT_KEYS = ("compute_s", "comm_wait_s", "allreduce_s")
+"""The parts of an epoch's time on one rank; they add up to that rank's epoch_s."""
+SLOWEST_KEYS = tuple(f"slowest_{key}" for key in SPLIT_KEYS)
 """The slowest rank's own split of epoch_s (written since the report drew it; older files lack them)."""
 LATER_EPOCH_KEYS = ("comm_share", *SLOWEST_KEYS)
 """Keys added to the epoch records after files were already written without them: optional when read."""

@@ -27,6 +27,7 @@ from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
 from .minibatch.source import SampledBatches
 from .model import GCN
 from .named_allreduce import MAX, SUM, allreduce_named
+from .schema import SPLIT_KEYS
 from .shard import Shard
 from .sparse_input import SparseRows, sparse_pays_off
 from .spmm import DistributedAdjacency, spmm
@@ -72,9 +73,6 @@ def rank_comm_share(counters: CommCounters, epoch_s: float) -> float:
     """
     return (counters.comm_wait_s + counters.allreduce_s) / epoch_s if epoch_s > 0 else 0.0
 
-
-SPLIT_KEYS = ("compute_s", "comm_wait_s", "allreduce_s")
-"""The parts of an epoch's time on one rank; they add up to that rank's epoch_s."""
 
 
 class Trainer:
@@ -213,7 +211,7 @@ class Trainer:
 
         return {"epoch": epoch, "loss": total["loss"],
                 **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
-                **{key: total[key] for key in ("epoch_s", "compute_s", "comm_wait_s", "allreduce_s")},
+                **{key: total[key] for key in ("epoch_s", *SPLIT_KEYS)},
                 "comm_share": total["comm_share"] / self.transport.size,
                 **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
                                                     "spmm_exchanges")},

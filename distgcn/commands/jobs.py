@@ -25,6 +25,7 @@ from pathlib import Path
 from ..config import DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS
 from ..errors import InputError
 from ..metrics_log import read_metrics, steady
+from ..schema import SPLIT_KEYS
 
 SOURCE_TEMPLATES = Path(__file__).resolve().parents[2] / "jobs"
 """jobs/ of a source checkout (editable install)."""
@@ -246,7 +247,7 @@ def scaling_table(runs: dict[int, list[dict]]) -> list[dict]:
         speedup = base_time / epoch if epoch > 0 else math.inf
         last = records[-1]
         rows.append({"ranks": ranks, "epochs": len(records), "epoch_s": epoch,
-                     **{key: _split(records, key) for key in ("compute_s", "comm_wait_s", "allreduce_s")},
+                     **{key: _split(records, key) for key in SPLIT_KEYS},
                      "speedup": speedup,
                      "efficiency": speedup * base / ranks, "halo_rows": last["halo_rows"],
                      "messages": last["messages"], "test_acc": last["test_acc"]})
