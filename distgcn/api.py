@@ -107,14 +107,16 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
           dropout: float = 0.5,
           weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
           feature_norm: str = "row", vertex_order: str | None = None, first_layer: str = "exact",
-          comm: str = "halo", halo_dtype: str | None = None, sampler: str | None = None,
+          comm: str = "halo", halo_dtype: str | None = None, conv: str = "gcn", heads: int = 8,
+          output_heads: int = 1, attention_dropout: float | None = None, root_weight: bool = True,
+          sampler: str | None = None,
           batch_size: int | None = None, batches_per_epoch: int | None = None, norm_samples: int = 50,
           walk_length: int | None = None, frontier_size: int | None = None, threads: int | None = None,
           spmm_kernel: str = "auto", backend: str | None = None, metrics: str | Path | None = None,
           save_weights: str | Path | None = None, checkpoint_dir: str | Path | None = None,
           checkpoint_every: int | None = None, checkpoint_keep: int = 3, resume: bool = False,
           quiet: bool = True, verbose: bool = False, transport: Transport | None = None) -> TrainResult:
-    """Train a GCN as ``distgcn train`` does, on this process's rank; collective under mpiexec.
+    """Train a GCN (or ``conv`` = "sage", "gat") as ``distgcn train`` does, on this process's rank; collective under mpiexec.
 
     ``source``: a partition directory (each rank reads its own shard), a
     :class:`Partition` with as many parts as ranks, or a graph, which rank 0
@@ -254,7 +256,9 @@ def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig
         train=TrainConfig(layers=k["layers"], hidden=k["hidden"], epochs=k["epochs"], lr=k["lr"],
                           dropout=k["dropout"], weight_decay=k["weight_decay"], optimizer=k["optimizer"],
                           seed=k["seed"], dtype=k["dtype"], first_layer=k["first_layer"], comm=k["comm"],
-                          halo_dtype=k["halo_dtype"]),
+                          halo_dtype=k["halo_dtype"], conv=k["conv"], heads=k["heads"],
+                          output_heads=k["output_heads"], attention_dropout=k["attention_dropout"],
+                          root_weight=k["root_weight"]),
         minibatch=minibatch,
         compute=ComputeConfig(threads=k["threads"], spmm_kernel=k["spmm_kernel"], backend=k["backend"]),
         outputs=OutputConfig(**paths, checkpoint_every=k["checkpoint_every"], checkpoint_keep=k["checkpoint_keep"],

@@ -29,6 +29,8 @@ DTYPES = ("float32", "float64")
 HALO_DTYPES = ("float32", "bfloat16", "float16")
 """What halo rows may travel as (``train.halo_dtype``)."""
 OPTIMIZERS = ("adam", "sgd")
+CONVS = ("gcn", "sage", "gat")
+"""``train --conv``: the layer type (docs/models.md); every one aggregates over Â's pattern on the same halo plan."""
 FIRST_LAYERS = ("exact", "cached")
 """cached: Â·X once at setup, then a local first layer (dropout after the aggregation)."""
 COMMS = ("halo", "broadcast")
@@ -106,9 +108,25 @@ class ModelConfig:
     dtype: str = "float32"
     optimizer: str = "adam"
     dropout: float = 0.5
+    conv: str = "gcn"
+    heads: int = 8
+    """GAT: attention heads of every hidden layer (concatenated, so a hidden layer outputs heads x hidden)."""
+    output_heads: int = 1
+    """GAT: attention heads of the last layer (averaged)."""
+    attention_dropout: float | None = None
+    """GAT: dropout of the attention coefficients; None: the same as ``dropout``."""
+    root_weight: bool = True
+    """GraphSAGE: whether a vertex's own row enters through its own weight (W_self)."""
 
     def __post_init__(self) -> None:
         s = self.SECTION
+        _choice(s, "conv", self.conv, CONVS)
+        _positive(s, "heads", self.heads)
+        _positive(s, "output_heads", self.output_heads)
+        if self.attention_dropout is not None:
+            _non_negative(s, "attention_dropout", self.attention_dropout)
+            _require(self.attention_dropout < 1, f"{s}.attention_dropout",
+                     f"{{{s}.attention_dropout}}: expected a probability in [0, 1), got {self.attention_dropout!r}")
         _require(_is_int(self.layers) and self.layers >= 2, f"{s}.layers",
                  f"{{{s}.layers}}: expected at least 2, got {self.layers!r}")
         hidden = (self.hidden,) if _is_int(self.hidden) else tuple(self.hidden)
@@ -128,6 +146,11 @@ class ModelConfig:
         """Layer widths: input, hidden (one width for all hidden layers, or one each), classes."""
         hidden = list(self.hidden) * (self.layers - 1) if len(self.hidden) == 1 else list(self.hidden)
         return [num_features, *hidden, num_classes]
+
+    @property
+    def attention_p(self) -> float:
+        """GAT's attention dropout probability (``dropout`` unless set on its own)."""
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
 
 
 @dataclass(frozen=True)
@@ -156,6 +179,10 @@ class TrainConfig(ModelConfig):
         _choice(s, "first_layer", self.first_layer, FIRST_LAYERS)
         _choice(s, "comm", self.comm, COMMS)
         _choice(s, "halo_dtype", self.halo_dtype, HALO_DTYPES, optional=True)
+        _require(self.conv == "gcn" or self.first_layer == "exact", f"{s}.first_layer",
+                 f"{{{s}.first_layer}} cached: only --conv gcn aggregates its input once; {self.conv} needs exact")
+        _require(self.conv != "gat" or self.comm == "halo", f"{s}.comm",
+                 f"{{{s}.comm}} {self.comm}: GAT gathers the halo rows themselves; it runs on the halo plan only")
 
 
 @dataclass(frozen=True)
@@ -289,6 +316,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.minibatch is None:
             return
+        _require(self.train.conv == "gcn", "train.conv",
+                 "{train.conv} " + f"{self.train.conv}" + ": minibatch training ({minibatch.sampler}) trains GCN "
+                 "only; GraphSAGE and GAT train full-batch")
         _require(self.train.halo_dtype is None, "train.halo_dtype",
                  "{train.halo_dtype} applies to full-batch training only: minibatch steps ({minibatch.sampler}) "
                  "exchange in the training dtype")

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from .broadcast import broadcast_plan
@@ -22,11 +23,14 @@ from .checkpoint import capture_rng_states, restore_rng_states
 from .config import DTYPES as DTYPE_NAMES, MinibatchConfig, TrainConfig
 from .counters import CommCounters
 from .faults import inject_faults
+from .gat import AttentionGraph
 from .gradsync import GradientSync
 from .halo import HALO_DTYPES, HaloExchanger, HaloPlan
+from .halo_gather import gather_halo
 from .minibatch.source import SampledBatches
-from .model import GCN
+from .model import Aggregate, build_model
 from .named_allreduce import MAX, SUM, allreduce_named
+from .sage import mean_blocks
 from .schema import SPLIT_KEYS
 from .shard import Shard
 from .sparse_input import SparseRows, sparse_pays_off
@@ -98,7 +102,7 @@ class Trainer:
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
                                   wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
-        self.adjacency = DistributedAdjacency(shard.owned_block, halo_block, exchanger, dtype, kernel)
+        self.aggregation = self._aggregation(halo_block, exchanger)
         features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
@@ -110,17 +114,31 @@ class Trainer:
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
         num_features = int(transport.allreduce([features.shape[1]], op="max")[0])
-        self.model = GCN(config.widths(num_features, shard.num_classes), config.dropout, config.seed,
-                         dtype, config.first_layer).to(device)
+        self.model = build_model(config, config.widths(num_features, shard.num_classes), dtype).to(device)
         self.inputs = self._model_inputs(features)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
         self.completed_epochs = 0
         """Epochs already trained (by this run or the checkpoint it resumed from)."""
         self.source: BatchSource = (
-            FullBatch(self.inputs, self._aggregate, shard.global_ids, self.masks["train"], self.labels,
+            FullBatch(self.inputs, self.aggregation, shard.global_ids, self.masks["train"], self.labels,
                       self.global_counts["train"]) if minibatch is None
             else SampledBatches(self, minibatch, on_presample))
+
+    def _aggregation(self, halo_block: sp.csr_matrix, exchanger: HaloExchanger) -> Aggregate | AttentionGraph:
+        """What the model aggregates with: Â·H (GCN), D⁻¹A·H (GraphSAGE), or the edges and halo rows (GAT).
+
+        Only that operator is built: a GraphSAGE or GAT rank holds no kernel copy of Â.
+        """
+        conv, shard = self.config.conv, self.shard
+        if conv == "gat":
+            return AttentionGraph.from_blocks(shard.owned_block, halo_block, shard.global_ids,
+                                              shard.halo_global_ids, lambda h: gather_halo(exchanger, h),
+                                              exchanger.device)
+        owned, halo = (mean_blocks(shard.owned_block, halo_block) if conv == "sage"
+                       else (shard.owned_block, halo_block))
+        self.adjacency = DistributedAdjacency(owned, halo, exchanger, self.dtype, self.kernel)
+        return self._aggregate
 
     def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
         return spmm(self.adjacency, h)
@@ -137,14 +155,14 @@ class Trainer:
             self.counters.reset()  # a setup cost, not an epoch's traffic
         if features.device.type != "cpu":
             return features
-        out_width = self.model.widths[1]
+        out_width = self.model.first_output_width
         nonzeros, entries = self.transport.allreduce([int(torch.count_nonzero(features)), features.numel()])
         if not sparse_pays_off(int(nonzeros), int(entries), self.model.widths[0], out_width):
             return features
         return SparseRows(features.numpy(), self.shard.global_ids, features.dtype)
 
     def _forward(self, epoch: int) -> torch.Tensor:
-        return self.model(self.inputs, self._aggregate, self.shard.global_ids, epoch)
+        return self.model(self.inputs, self.aggregation, self.shard.global_ids, epoch)
 
     def take_step(self, step: Step, epoch: int) -> float:
         """One optimizer step; returns this rank's share of the step's global loss."""
@@ -174,7 +192,7 @@ class Trainer:
     def layer_outputs(self) -> list[torch.Tensor]:
         """Every layer's output on this rank's rows with the current weights, dropout off (collective)."""
         self.model.eval()
-        return self.model.layer_outputs(self.inputs, self._aggregate, self.shard.global_ids, self.completed_epochs)
+        return self.model.layer_outputs(self.inputs, self.aggregation, self.shard.global_ids, self.completed_epochs)
 
     def epochs(self) -> Iterator[dict]:
         """Train, yielding one metrics record per epoch (identical on every rank)."""
@@ -227,8 +245,19 @@ class Trainer:
                            # only when not the default, so that checkpoints written before the option still match
                            **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
                            **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {}),
+                           **self._conv_identity(),
                            **self.source.identity()},
                           sort_keys=True)
+
+    def _conv_identity(self) -> dict:
+        """The layer type and its own settings; nothing for the GCN, so that older checkpoints still match."""
+        c = self.config
+        if c.conv == "sage":
+            return {"conv": "sage", "root_weight": c.root_weight}
+        if c.conv == "gat":
+            return {"conv": "gat", "heads": c.heads, "output_heads": c.output_heads,
+                    "attention_dropout": c.attention_p}
+        return {}
 
     def state_dict(self) -> dict:
         """What a checkpoint holds: identical on every rank, since the weights are replicated."""

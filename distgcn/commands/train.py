@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import (BACKENDS, COMMS, DEFAULT_PARTITION_MODEL, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS,
+from ..config import (BACKENDS, COMMS, CONVS, DEFAULT_PARTITION_MODEL, DTYPES, FIRST_LAYERS, HALO_DTYPES, KERNELS,
                       OPTIMIZERS, TRAIN_PARTITIONS, ComputeConfig, MinibatchConfig, OutputConfig, ProgressConfig,
                       RunConfig, SourceConfig, TrainConfig)
 from ..errors import InputError
@@ -30,9 +30,22 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             f"that a resumed run gets the same partition (default: {DEFAULT_PARTITION_MODEL})")
     add_vertex_order_option(train, "with --graph: ", None)
     add_graph_options(train)
-    train.add_argument("--layers", type=int, default=2, help="number of GCN layers, >= 2 (default: 2)")
+    train.add_argument("--conv", choices=CONVS, default="gcn",
+                       help="layer type: gcn, sage (GraphSAGE, mean aggregator) or gat (graph attention); all "
+                            "aggregate over Â's pattern on the same halo plan (docs/models.md; default: gcn)")
+    train.add_argument("--layers", type=int, default=2, help="number of layers, >= 2 (default: 2)")
     train.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
-                       help="hidden width, or one width per hidden layer (default: 16)")
+                       help="hidden width, or one width per hidden layer; with --conv gat, per head "
+                            "(default: 16)")
+    train.add_argument("--heads", type=positive_int, default=8,
+                       help="--conv gat: attention heads of each hidden layer, concatenated (default: 8)")
+    train.add_argument("--output-heads", type=positive_int, default=1,
+                       help="--conv gat: attention heads of the last layer, averaged (default: 1)")
+    train.add_argument("--attention-dropout", type=probability,
+                       help="--conv gat: dropout of the attention coefficients (default: --dropout)")
+    train.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       help="--conv sage: no W_self term, a vertex's own row enters only if it is its own "
+                            "neighbour (default: W_self·h_v + W_neigh·mean)")
     train.add_argument("--epochs", type=positive_int, default=200, help="epochs (default: 200)")
     train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
     train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
@@ -100,7 +113,9 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
                         dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
                         seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
-                        halo_dtype=args.halo_dtype)
+                        halo_dtype=args.halo_dtype, conv=args.conv, heads=args.heads,
+                        output_heads=args.output_heads, attention_dropout=args.attention_dropout,
+                        root_weight=args.root_weight)
     return RunConfig(source=source, train=train, minibatch=minibatch,
                      compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
                      outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
