@@ -147,6 +147,16 @@ class ModelConfig:
         hidden = list(self.hidden) * (self.layers - 1) if len(self.hidden) == 1 else list(self.hidden)
         return [num_features, *hidden, num_classes]
 
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as JSON (``stats``): a GCN's without the other layer types' fields, as before they existed."""
+        out = {name: getattr(self, name) for name in ("layers", "hidden", "dtype", "optimizer", "dropout")}
+        out["hidden"] = list(self.hidden)
+        if self.conv == "sage":
+            out.update(conv="sage", root_weight=self.root_weight)
+        elif self.conv == "gat":
+            out.update(conv="gat", heads=self.heads, output_heads=self.output_heads)
+        return out
+
     @property
     def attention_p(self) -> float:
         """GAT's attention dropout probability (``dropout`` unless set on its own)."""

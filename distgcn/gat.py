@@ -151,9 +151,48 @@ class GAT(nn.Module):
         alpha = _softmax_by_row(scores, graph.dst, graph.n_owned)
         if p > 0.0:
             keep = torch.from_numpy(edge_keep_mask(graph.dst_ids, graph.src_ids, k, p, key)).to(alpha.device)
-            alpha = alpha * keep.to(alpha.dtype) / (1.0 - p)
-        out = z_all.new_zeros((graph.n_owned, k, z_all.shape[2]))
-        return out.index_add(0, graph.dst, alpha.unsqueeze(-1) * z_all[graph.src])
+            alpha = alpha * keep.to(alpha.dtype).mul_(1.0 / (1.0 - p))
+        return _EdgeWeightedSum.apply(alpha, z_all, graph.dst, graph.src, graph.n_owned)
+
+
+CHUNK_BYTES = 1 << 24
+"""Edges of :class:`_EdgeWeightedSum` are taken about 16 MiB of gathered rows at a time."""
+
+
+def _edge_chunks(edges: int, row_bytes: int) -> list[slice]:
+    step = max(1, CHUNK_BYTES // max(1, row_bytes))
+    return [slice(start, start + step) for start in range(0, edges, step)]
+
+
+class _EdgeWeightedSum(torch.autograd.Function):
+    """out[i, k] = Σ_{e: dst_e = i} α[e, k] · z[src_e, k], never holding a gathered row per edge for all edges.
+
+    Autograd through gather, multiply and index_add would keep edges x heads x out values per layer (the
+    gathered z rows) and build as many again backward; here edges are taken a slice at a time both ways,
+    so a layer keeps only α (edges x heads) and z, which is alive anyway.
+    """
+
+    @staticmethod
+    def forward(ctx, alpha: torch.Tensor, z: torch.Tensor, dst: torch.Tensor, src: torch.Tensor,  # type: ignore[override]
+                n_rows: int) -> torch.Tensor:
+        ctx.save_for_backward(alpha, z, dst, src)
+        out = z.new_zeros((n_rows, *z.shape[1:]))
+        for edges in _edge_chunks(dst.shape[0], z[0].numel() * z.element_size()):
+            out.index_add_(0, dst[edges], alpha[edges].unsqueeze(-1) * z[src[edges]])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        alpha, z, dst, src = ctx.saved_tensors
+        grad_alpha = torch.empty_like(alpha) if ctx.needs_input_grad[0] else None
+        grad_z = torch.zeros_like(z) if ctx.needs_input_grad[1] else None
+        for edges in _edge_chunks(dst.shape[0], z[0].numel() * z.element_size()):
+            rows = grad[dst[edges]]
+            if grad_alpha is not None:
+                grad_alpha[edges] = (rows * z[src[edges]]).sum(dim=-1)
+            if grad_z is not None:
+                grad_z.index_add_(0, src[edges], rows.mul_(alpha[edges].unsqueeze(-1)))
+        return grad_alpha, grad_z, None, None, None
 
 
 def _softmax_by_row(scores: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Tensor:

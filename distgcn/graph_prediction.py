@@ -129,12 +129,16 @@ def partitioning_bytes(spec: GraphSpec) -> dict[str, int]:
 def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> list[int]:
     """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them.
 
-    The training forward pass exchanges once per layer; the backward pass once per layer whose SpMM input
-    needs a gradient: every layer but the first, and the first too when it multiplies X by W first (the
-    narrower side, model.py); the evaluation forward pass (correct_counts) once per layer again.
+    GCN and GraphSAGE: the training forward pass exchanges once per layer; the backward pass once per layer
+    whose SpMM input needs a gradient: every layer but the first, and the first too when it multiplies X by W
+    first (the narrower side, model.py, sage.py); the evaluation forward pass once per layer again. GAT:
+    every layer's z (K heads x out columns) forward, its gradient backward, and forward again to evaluate.
     """
     widths = model.widths(features, classes)
     layers = list(zip(widths[:-1], widths[1:]))
+    if model.conv == "gat":
+        heads = [model.output_heads if i == len(layers) - 1 else model.heads for i in range(len(layers))]
+        return [k * b for k, (_, b) in zip(heads, layers)] * 3
     forward = [exchanged_width(a, b) for a, b in layers]
     backward = [exchanged_width(a, b) for i, (a, b) in enumerate(layers) if i > 0 or b < a]
     return forward + backward + forward
@@ -150,7 +154,7 @@ def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
     return {
         "spec": asdict(spec),
         "halo_source": "given" if spec.halo is not None else "random partition, uniform degree (an upper bound)",
-        "model": asdict(model),
+        "model": model.as_dict(),
         "shard": asdict(sizes),
         "gpu_bytes": predict(sizes, model, True),
         "cpu_bytes": predict(sizes, model, False),

@@ -237,27 +237,87 @@ def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
     return total
 
 
+def _sage_activations(n: int, widths: list[int], s: int, dropout: float, root_weight: bool) -> int:
+    """GraphSAGE's saved activations (sage.py), per layer: dropout(H) where a product reads it (W_self, or
+    W_neigh before the mean when b < a) and dropout made a copy, the mean's output where W_neigh multiplies
+    it afterwards (b >= a), and the output; plus the widest transient, as the GCN's."""
+    saved = 0
+    for a, b in zip(widths[:-1], widths[1:]):
+        if dropout > 0 and (root_weight or b < a):
+            saved += n * a
+        saved += (n * a if b >= a else 0) + n * b
+    return (saved + 3 * n * max(widths[1:])) * s
+
+
+def _gat_activations(n: int, halo: int, edges: int, widths: list[int], heads: list[int], s: int,
+                     dropout: float, attention_dropout: float) -> int:
+    """GAT's saved activations (gat.py), per layer: dropout(X) where dropout made a copy (layer 0), [z; halo
+    rows of z], ELU's input and the next layer's input (dropped or not) after a hidden layer (the logits after
+    the last), and per edge and head four values (the score sum, exp, the row sums it divides by, α), five
+    with attention dropout (measured: tests/test_memory_model.py counts what autograd saves).
+    The edge sum keeps no gathered row per edge (_EdgeWeightedSum). Backward adds, at the widest layer, four
+    edge-by-head gradients, three gradients of [z; halo rows] and two 16 MiB slices of gathered rows."""
+    saved, widest = 0, 0
+    last = len(widths) - 2
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        saved += (n * fan_in if dropout > 0 and layer == 0 else 0) + (n + halo) * k * b
+        saved += n * b if layer == last else 2 * n * k * b
+        saved += (5 if attention_dropout > 0 else 4) * edges * k
+        widest = max(widest, 4 * edges * k + 3 * (n + halo) * k * b)
+    return (saved + widest) * s + 2 * (1 << 24)
+
+
+def _gat_parameters(widths: list[int], heads: list[int]) -> int:
+    """W (in x K·out), a_src and a_dst (K x out) and the bias, per layer (gat.gat_parameters)."""
+    total = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        total += fan_in * k * b + 2 * k * b + (b if layer == len(widths) - 2 else k * b)
+    return total
+
+
 def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "auto") -> dict[str, int]:
     """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs.
 
     ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
+    ``model.conv`` picks the layer type's terms (docs/models.md): GraphSAGE holds D⁻¹A (Â's pattern less
+    the diagonal, never symmetric) instead of Â; GAT holds no kernel copy of Â but its edges as int64 lists.
     Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba's kernels: about 370 MiB of a CPU rank).
     """
     s = ITEMSIZE[model.dtype]
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
     widths = model.widths(sizes.features, sizes.classes)
-    params = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
-    exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
+    edges = sizes.nnz_owned + sizes.nnz_halo
     if kernel == "auto":
         kernel = "torch" if on_gpu else "numba"
+    if model.conv == "gat":
+        heads = [model.output_heads if layer == len(widths) - 2 else model.heads for layer in range(len(widths) - 1)]
+        params = _gat_parameters(widths, heads)
+        exchanged = {k * b for k, b in zip(heads, widths[1:])}
+        adjacency = edges * 4 * _INDEX  # dst, src (torch) and their global ids (numpy)
+        activations = _gat_activations(n, h, edges, widths, heads, s, model.dropout, model.attention_p)
+    else:
+        layers = zip(widths[:-1], widths[1:])
+        params = sum(a * b * (2 if model.conv == "sage" and model.root_weight else 1) + b for a, b in layers)
+        exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
+        if model.conv == "sage":
+            mean = ShardSizes(**{**sizes.__dict__, "nnz_owned": max(0, sizes.nnz_owned - n), "owned_symmetric": False})
+            adjacency = adjacency_bytes(mean, s, kernel)
+            activations = _sage_activations(n, widths, s, model.dropout, model.root_weight)
+        else:
+            adjacency = adjacency_bytes(sizes, s, kernel)
+            activations = _activations(n, widths, s, model.dropout, on_gpu)
     terms = {
-        "adjacency": adjacency_bytes(sizes, s, kernel),
+        "adjacency": adjacency,
         "features": n * sizes.features * s,
         "labels_masks": n * (_INDEX + 3),
         "plan": r * _INDEX,
         "parameters": params * s * (2 + OPTIMIZER_STATES[model.optimizer]),
         "halo_buffers": sum((h + r) * c * s for c in exchanged),
-        "activations": _activations(n, widths, s, model.dropout, on_gpu),
+        "activations": activations,
     }
     if on_gpu:
         terms["total"] = sum(terms.values())
@@ -267,7 +327,8 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
-        + (sizes.nnz_owned * s if kernel == "torch" and sizes.adjacency_itemsize == s else 0) + n * 3 + r * _INDEX
+        + (sizes.nnz_owned * s if model.conv == "gcn" and kernel == "torch" and sizes.adjacency_itemsize == s
+           else 0) + n * 3 + r * _INDEX
     terms["shard"] = shard - shared
     terms["total"] = sum(terms.values())
     return terms

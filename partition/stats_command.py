@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from distgcn.config import ModelConfig
@@ -49,7 +49,7 @@ def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) 
         verify_parts_file(directory, meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": asdict(options), "ranks": memory_json(directory, meta, options, verify)}
+    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify)}
     return meta, out
 
 
@@ -57,11 +57,18 @@ def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), veri
     return _verified_stats(Path(directory), options, verify)[1]
 
 
+def model_words(m: dict, dropout: bool = False) -> str:
+    """A model's settings in words (``stats``); the layer type is named when it is not the GCN."""
+    hidden = ",".join(str(w) for w in m["hidden"])
+    conv = {"sage": "GraphSAGE" + ("" if m.get("root_weight", True) else " without W_self") + ", ",
+            "gat": f"GAT with {m.get('heads')} heads ({m.get('output_heads')} in the last layer), "}
+    return (f"{conv.get(m.get('conv', 'gcn'), '')}{m['layers']} layers, hidden {hidden}, {m['dtype']}, "
+            f"{m['optimizer']}" + (f", dropout {m['dropout']}" if dropout else ""))
+
+
 def _memory_table(memory: dict) -> str:
     m = memory["model"]
-    hidden = ",".join(str(w) for w in m["hidden"])
-    lines = [f"predicted peak memory per rank ({m['layers']} layers, hidden {hidden}, {m['dtype']}, "
-             f"{m['optimizer']}; distgcn/memory.py):",
+    lines = [f"predicted peak memory per rank ({model_words(m)}; distgcn/memory.py):",
              f"{'rank':>6} {'rows':>10} {'halo rows':>10} {'nonzeros':>12} {'GPU MiB':>10} {'CPU MiB':>10}"]
     for r in memory["ranks"]:
         lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['halo_rows']:>10} {r['nnz']:>12} "
@@ -138,7 +145,6 @@ def _mib(value: int) -> str:
 def compare_table(rows: Sequence[Compared]) -> str:
     """One line per directory; '-' where a partition has no such value (a sampler for a full-batch model)."""
     m = rows[0].stats["memory"]["model"]
-    hidden = ",".join(str(w) for w in m["hidden"])
     header = ("partition", "model", "P", "volume", "vol max", "messages", "msg max", "imbalance",
               "GPU MiB", "CPU MiB", "sampler", "samples", "minibatch vol")
     body = []
@@ -162,7 +168,7 @@ def compare_table(rows: Sequence[Compared]) -> str:
         "volume, vol max: rows sent per SpMM by all ranks, by the largest sender; messages, msg max: the same "
         "in messages",
         "imbalance: max/avg nonzeros per rank; GPU/CPU MiB: the largest rank's predicted peak memory "
-        f"({m['layers']} layers, hidden {hidden}, {m['dtype']}, {m['optimizer']})",
+        f"({model_words(m)})",
         "minibatch vol: the stochastic model's sampled minibatches' mean volume (rows per minibatch SpMM); "
         "-: not recorded",
     ]
@@ -178,11 +184,10 @@ def print_comparison(directories: Sequence[str], as_json: bool, options: ModelCo
 def prediction_table(p: dict) -> str:
     """``stats --predict``'s report: what was assumed, the shard it implies, memory by term, halo traffic."""
     spec, shard, m = p["spec"], p["shard"], p["model"]
-    hidden = ",".join(str(w) for w in m["hidden"])
     rows = [
         ("graph", f"{spec['n']} vertices, {spec['nnz']} nonzeros in Â, {spec['features']} features, "
                   f"{spec['classes']} classes, on {spec['parts']} ranks"),
-        ("model", f"{m['layers']} layers, hidden {hidden}, {m['dtype']}, {m['optimizer']}, dropout {m['dropout']}"),
+        ("model", model_words(m, dropout=True)),
         ("halo rows per rank", f"{shard['halo_rows']} ({p['halo_source']})"),
         ("largest rank's shard", f"{shard['rows']} rows, {shard['nnz_owned'] + shard['nnz_halo']} nonzeros "
                                  f"({shard['nnz_halo']} in the halo block), {shard['senders']} senders"),

@@ -96,23 +96,31 @@ def test_stopped_and_resumed_run_equals_uninterrupted_bitwise(tmp_path, capsys, 
     check_stopped_and_resumed(tmp_path, dtype, ranks, capsys)
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("model", [["--conv", "sage"], ["--conv", "gat", "--heads", "3", "--output-heads", "2"]],
+                         ids=["sage", "gat"])
+def test_other_layer_types_resume_bitwise(tmp_path, capsys, model):
+    check_stopped_and_resumed(tmp_path, "float32", 3, capsys, model)
+
+
 def test_stopped_and_resumed_run_equals_uninterrupted_bitwise_under_mpiexec(tmp_path):
     check_stopped_and_resumed(tmp_path, "float32", 2, None)
 
 
 def check_stopped_and_resumed(tmp_path: Path, dtype: str, ranks: int,
-                              capsys: pytest.CaptureFixture[str] | None) -> None:
+                              capsys: pytest.CaptureFixture[str] | None, model: list[str] | None = None) -> None:
     """Rank 1 fails in epoch 6 of a run checkpointing every 2 epochs; resumed, it ends as an uninterrupted run."""
-    full, full_out = train(tmp_path, "full", [], ranks=ranks, dtype=dtype, capsys=capsys)
+    model = model or []
+    full, full_out = train(tmp_path, "full", model, ranks=ranks, dtype=dtype, capsys=capsys)
     assert full.returncode == 0, full.stderr
 
     ckpt = tmp_path / "ckpt"
-    stopped, out = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"],
+    stopped, out = train(tmp_path, "resumed", [*model, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2"],
                          ranks=ranks, dtype=dtype, env={"DISTGCN_FAIL_AT": "1:6"}, capsys=capsys)
     assert stopped.returncode != 0
     assert [p.name for p in list_checkpoints(ckpt)] == [f"checkpoint-0000000{e}.pt" for e in (2, 4)]
-    resumed, _ = train(tmp_path, "resumed", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "2", "--resume"],
-                       ranks=ranks, dtype=dtype, capsys=capsys)
+    resumed, _ = train(tmp_path, "resumed", [*model, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2",
+                                             "--resume"], ranks=ranks, dtype=dtype, capsys=capsys)
     assert resumed.returncode == 0, resumed.stderr
 
     # Same order of operations on the same partition: equal to the last bit, in float32 too.
@@ -140,7 +148,8 @@ def test_checkpoint_of_another_model_or_partition_is_refused(tmp_path, capsys):
     proc, _ = train(tmp_path, "a", ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "7"], capsys=capsys)
     assert proc.returncode == 0, proc.stderr
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
-    for extra, ranks, what in ((["--lr", "0.05"], 2, "model configuration"), ([], 3, "partition")):
+    for extra, ranks, what in ((["--lr", "0.05"], 2, "model configuration"), ([], 3, "partition"),
+                               (["--conv", "sage"], 2, "model configuration")):
         refused, _ = train(tmp_path, "b", ["--checkpoint-dir", str(ckpt), "--resume", *extra], ranks=ranks,
                             capsys=capsys)
         assert refused.returncode == 2

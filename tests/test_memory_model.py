@@ -446,3 +446,49 @@ def test_kept_activations_are_the_storages_autograd_saves_on_the_cpu(layers, hid
     """
     for saved, predicted in run_ranks(1 if dropout else 2, lambda t: saved_by_forward(t, layers, hidden, dropout)):
         assert saved == predicted
+
+
+def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[int, int, int]:
+    """(bytes autograd saves in a GraphSAGE or GAT training forward plus the logits, less parameters, input and
+    the GAT's edge lists; memory.py's activations less their backward terms; the rank's edges)."""
+    shard = graph_shard(t.rank, t.size, np.float64)
+    trainer = Trainer(shard, t, config, "numba")
+    trainer.model.train()
+    storages: dict[int, int] = {}
+
+    def pack(x: torch.Tensor) -> torch.Tensor:
+        storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
+        return x
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        logits = trainer.model(trainer.inputs, trainer.aggregation, shard.global_ids, 0)
+    storages[logits.untyped_storage().data_ptr()] = logits.untyped_storage().nbytes()
+    graph = trainer.aggregation
+    for held in [*trainer.model.parameters(), trainer.inputs, *((graph.dst, graph.src) if config.conv == "gat" else ())]:
+        storages.pop(held.untyped_storage().data_ptr(), None)
+    widths = config.widths(7, shard.num_classes)
+    n, h, edges = shard.n_owned, shard.n_halo, shard.owned_block.nnz + shard.halo_block.nnz
+    if config.conv == "gat":
+        heads = [config.output_heads if i == len(widths) - 2 else config.heads for i in range(len(widths) - 1)]
+        backward = max((4 * edges * k + 3 * (n + h) * k * b) * 8 for k, b in zip(heads, widths[1:])) + 2 * (1 << 24)
+        predicted = memory._gat_activations(n, h, edges, widths, heads, 8, config.dropout, config.attention_p) \
+            - backward
+    else:
+        predicted = memory._sage_activations(n, widths, 8, config.dropout, config.root_weight) \
+            - 3 * n * max(widths[1:]) * 8
+    return sum(storages.values()), predicted, edges
+
+
+@pytest.mark.parametrize("config", [
+    TrainConfig(conv="sage", hidden=(5,), dtype="float64"), TrainConfig(conv="sage", hidden=(16,), dtype="float64"),
+    TrainConfig(conv="sage", layers=3, hidden=(4, 9), dtype="float64", root_weight=False),
+    TrainConfig(conv="gat", hidden=(4,), heads=3, output_heads=2, dtype="float64"),
+    TrainConfig(conv="sage", layers=3, hidden=(4, 9), dtype="float64", dropout=0.0),
+    TrainConfig(conv="gat", hidden=(8,), heads=1, dtype="float64", dropout=0.0),
+    TrainConfig(conv="gat", layers=3, hidden=(3, 5), heads=2, output_heads=3, dtype="float64", dropout=0.2,
+                attention_dropout=0.0),
+], ids=["sage-5", "sage-16", "sage-3-layers-no-root", "sage-no-dropout", "gat-3-heads", "gat-no-dropout",
+        "gat-3-layers-no-attention-dropout"])
+def test_other_layer_types_keep_the_activations_memory_py_counts(config):
+    ranks = 1 if config.dropout else RANKS  # numba dropout: one rank thread (see above)
+    for saved, predicted, _ in run_ranks(ranks, lambda t: saved_by_model_forward(t, config)):
+        assert saved == predicted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import DTYPES, OPTIMIZERS
+from ..config import CONVS, DTYPES, OPTIMIZERS
 from ..graph_prediction import parse_spec
 from .options import field_flags, positive_int, probability, widths
 
@@ -22,13 +22,21 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "(an upper bound: docs/scale.md)")
     stats.add_argument("--json", action="store_true",
                        help="one JSON object instead of a table (several DIRs: a list of them, in order)")
+    stats.add_argument("--conv", choices=CONVS, default="gcn",
+                       help="layer type of the model whose peak memory per rank is predicted, as for train "
+                            "(default: gcn)")
     stats.add_argument("--layers", type=positive_int, default=2,
-                       help="GCN layers of the model whose peak memory per rank is predicted (default: 2)")
+                       help="its layers (default: 2)")
     stats.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
                        help="its hidden width(s), as for train (default: 16)")
     stats.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
     stats.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
     stats.add_argument("--dropout", type=probability, default=0.5, help="(default: 0.5)")
+    stats.add_argument("--heads", type=positive_int, default=8, help="--conv gat: heads per hidden layer (default: 8)")
+    stats.add_argument("--output-heads", type=positive_int, default=1,
+                       help="--conv gat: heads of the last layer (default: 1)")
+    stats.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       help="--conv sage: no W_self term")
     stats.set_defaults(field_name=field_flags(stats))
     return stats
 
@@ -40,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from ..config import ModelConfig
     from ..errors import InputError
 
-    options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout)
+    options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout, conv=args.conv,
+                          heads=args.heads, output_heads=args.output_heads, root_weight=args.root_weight)
     if (args.predict is None) == (not args.partition_dirs):
         raise InputError("stats: give partition directories or --predict, not both" if args.predict else
                          "stats: give a partition directory (or several), or --predict n=...,nnz=...,features=...,"
