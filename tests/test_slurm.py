@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, distgcn_in_process
-from slurm_cluster import SlurmCluster
+from slurm_cluster import NODE_CPUS, SlurmCluster
 
 from distgcn.commands.jobs import scaling_table
 
@@ -125,10 +125,24 @@ def test_partition_job_then_training_job_chained_with_afterok(slurm_cluster: Slu
     assert "done: 40 epochs on 4 rank(s)" in log
 
 
+def test_partition_job_asks_for_the_cores_a_node_of_its_partition_has(slurm_cluster: SlurmCluster,
+                                                                       tmp_path: Path) -> None:
+    """Without --partition-cpus: sinfo's CPUs of the largest node (the issue's default of 16 pended forever)."""
+    for extra in ([], ["--sbatch-args=--partition=debug"], ["--sbatch-args=-p debug"]):
+        out = _distgcn(slurm_cluster, ["jobs", "submit", "--graph", GRAPH, "--parts", "2", "--out", "p2",
+                                       "--dry-run", *extra], tmp_path)
+        partition_line = out.splitlines()[0]
+        assert f"--cpus-per-task={NODE_CPUS} " in partition_line, out
+    result = subprocess.run([sys.executable, "-m", "distgcn", "jobs", "submit", "--graph", GRAPH, "--parts", "2",
+                             "--out", "p2", "--dry-run", "--sbatch-args=--partition=nosuch"],
+                            capture_output=True, text=True, env=slurm_cluster.env, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "partition nosuch" in result.stderr and "--partition-cpus" in result.stderr
+
+
 def test_training_job_is_cancelled_when_its_partition_job_fails(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    # no --partition-cpus: the default must be schedulable on the test cluster's node
     out = _distgcn(slurm_cluster, ["jobs", "submit", "--graph", str(tmp_path / "missing.txt"), "--parts", "2",
-                                   "--model", "random", "--partition-cpus", "1", "--out", "part2",
-                                   "--time", "00:05:00"], tmp_path)
+                                   "--model", "random", "--out", "part2", "--time", "00:05:00"], tmp_path)
     part_id, train_id = map(int, re.search(r"partition job (\d+), training job (\d+)", out).groups())
     (part,) = slurm_cluster.wait(part_id, timeout=120)
     (train,) = slurm_cluster.wait(train_id, timeout=60)
@@ -208,3 +222,19 @@ def test_train_runs_unchanged_under_srun_and_under_mpiexec_in_a_job(slurm_cluste
     log = (two_part_dir.parent / f"launch-{job}.out").read_text()
     assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), log
     assert "done: 3 epochs on 2 rank(s)" in log
+
+
+@pytest.mark.parametrize("sbatch_args, partition", [
+    ([], None), (["--partition=gpu"], "gpu"), (["--partition", "gpu"], "gpu"), (["-p", "gpu"], "gpu"),
+    (["-pgpu"], "gpu"), (["--account=a", "--profile=all"], None),
+])
+def test_the_slurm_partition_is_read_from_sbatch_args(sbatch_args, partition):
+    from distgcn.commands.jobs import _slurm_partition
+
+    assert _slurm_partition(sbatch_args) == partition
+
+
+def test_without_sinfo_the_default_is_refused_naming_the_flag(tmp_path):
+    done = distgcn_in_process(["jobs", "submit", "--graph", GRAPH, "--parts", "2", "--out", "p2", "--dry-run"],
+                              env={"PATH": str(tmp_path)})
+    assert done.returncode == 2 and "sinfo not found: give --partition-cpus" in done.stderr

@@ -106,8 +106,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition-args", default="", metavar="ARGS",
                         help="more 'distgcn partition' arguments, given with '=': "
                              "--partition-args='--symmetrize --preset default'")
-    parser.add_argument("--partition-cpus", type=_positive, default=16, metavar="C",
-                        help="cores of the partition job (default: 16)")
+    parser.add_argument("--partition-cpus", type=_positive, metavar="C",
+                        help=f"cores of the partition job (default: the most cores of one node in the Slurm "
+                             f"partition the jobs go to, as sinfo reports them, at most {MAX_PARTITION_CPUS})")
     parser.add_argument("--nodes", type=_positive, default=1, metavar="N", help="training nodes (default: 1)")
     parser.add_argument("--cpus-per-task", type=_positive, default=1, metavar="C",
                         help="threads per rank (default: 1)")
@@ -157,9 +158,50 @@ def _resources(args: argparse.Namespace, tasks: int, job_name: str) -> list[str]
     return [*options, "--requeue"] if args.requeue else options
 
 
+MAX_PARTITION_CPUS = 16
+"""The partitioners' threads gain little beyond this on graphs that fit one node (docs/partitioning.md)."""
+
+
+def _slurm_partition(sbatch_args: list[str]) -> str | None:
+    """The partition named in --sbatch-args (``--partition=P``, ``--partition P``, ``-p P``, ``-pP``), if any."""
+    for i, arg in enumerate(sbatch_args):
+        if arg in ("-p", "--partition") and i + 1 < len(sbatch_args):
+            return sbatch_args[i + 1]
+        for prefix in ("--partition=", "-p"):
+            if arg.startswith(prefix) and len(arg) > len(prefix):
+                return arg[len(prefix):]
+    return None
+
+
+def node_cpus(partition: str | None) -> int:
+    """The most CPUs of one node in ``partition`` (Slurm's default partition when None), from sinfo.
+
+    A request for more cores than any node has stays pending forever, so this is what a default may ask for.
+    """
+    if shutil.which("sinfo") is None:
+        raise InputError("sinfo not found: give --partition-cpus, or run this on a Slurm login node")
+    partition = partition or os.environ.get("SBATCH_PARTITION") or _default_partition()
+    command = ["sinfo", "--noheader", "--Node", "--format=%c", *(["--partition", partition] if partition else [])]
+    result = subprocess.run(command, capture_output=True, text=True)
+    counts = [int(line) for line in result.stdout.split() if line.isdigit()]
+    if result.returncode != 0 or not counts:
+        where = f"partition {partition}" if partition else "the default partition"
+        raise InputError(f"sinfo lists no node of {where} ({result.stderr.strip() or 'no output'}): "
+                         "give --partition-cpus")
+    return max(counts)
+
+
+def _default_partition() -> str | None:
+    """The partition sinfo marks with '*' (where sbatch sends a job that names none); None if none is marked."""
+    listed = subprocess.run(["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True).stdout.split()
+    return next((name[:-1] for name in listed if name.endswith("*")), None)
+
+
 def _partition_options(args: argparse.Namespace) -> list[str]:
-    return ["--job-name=distgcn-partition", "--nodes=1", "--ntasks=1", f"--cpus-per-task={args.partition_cpus}",
-            f"--time={args.time}", *shlex.split(args.sbatch_args)]
+    sbatch_args = shlex.split(args.sbatch_args)
+    cpus = args.partition_cpus or min(MAX_PARTITION_CPUS, node_cpus(_slurm_partition(sbatch_args)))
+    return ["--job-name=distgcn-partition", "--nodes=1", "--ntasks=1", f"--cpus-per-task={cpus}",
+            f"--time={args.time}", *sbatch_args]
 
 
 def _check_nodes(args: argparse.Namespace, tasks: int) -> None:
