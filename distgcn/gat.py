@@ -173,8 +173,8 @@ class _EdgeWeightedSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, alpha: torch.Tensor, z: torch.Tensor, dst: torch.Tensor, src: torch.Tensor,  # type: ignore[override]
-                n_rows: int) -> torch.Tensor:
+    def forward(ctx, alpha: torch.Tensor, z: torch.Tensor,  # type: ignore[override]
+                dst: torch.Tensor, src: torch.Tensor, n_rows: int) -> torch.Tensor:
         ctx.save_for_backward(alpha, z, dst, src)
         out = z.new_zeros((n_rows, *z.shape[1:]))
         for edges in _edge_chunks(dst.shape[0], z[0].numel() * z.element_size()):
