@@ -10,13 +10,24 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from . import signals
 from .errors import InputError
-from .transport import Transport
 
 T = TypeVar("T")
+
+
+class Group(Protocol):
+    """What deciding together needs of the ranks: every transport has it, and so has the torch-free
+    :class:`distgcn.mpi_group.MPIGroup`."""
+
+    rank: int
+    size: int
+
+    def allgather_object(self, value: Any) -> list[Any]: ...
+
+    def abort(self, code: int = 1) -> NoReturn: ...
 
 
 class CollectiveInputError(Exception):
@@ -27,7 +38,7 @@ class CollectiveInputError(Exception):
         self.printed_here = printed_here
 
 
-def agree(transport: Transport, step: Callable[[], T]) -> T:
+def agree(transport: Group, step: Callable[[], T]) -> T:
     """Run ``step`` on every rank; if any rank raises InputError, all raise CollectiveInputError."""
     error: str | None = None
     result = None
@@ -45,7 +56,7 @@ def agree(transport: Transport, step: Callable[[], T]) -> T:
     return result  # type: ignore[return-value]
 
 
-def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
+def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
     """Print the error naming this rank, then take the whole job down (no rank may hang).
 
     While this rank is stopping for a signal, a failure is the signal's doing (a
