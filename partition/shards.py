@@ -76,17 +76,23 @@ class OwnedRows:
     test_mask: np.ndarray
 
 
+def vertex_arrays(graph: Graph) -> dict[str, np.ndarray]:
+    """The per-vertex arrays a shard takes its rows of, named as :class:`OwnedRows`' fields: no features are
+    zero columns, no labels -1, no mask all False."""
+    n = graph.num_vertices
+    labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
+    arrays = {"features": graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32),
+              "labels": labels.astype(np.int64, copy=False)}
+    for name in ("train_mask", "val_mask", "test_mask"):
+        mask = getattr(graph, name)
+        arrays[name] = mask if mask is not None else np.zeros(n, dtype=bool)
+    return arrays
+
+
 def graph_rows(graph: Graph, a_hat: sp.csr_matrix, rows: np.ndarray) -> OwnedRows:
-    """The rows ``rows`` of a graph in memory; labels -1 and masks False where the graph has none."""
-    n = a_hat.shape[0]
-    features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
-
-    def mask(values: np.ndarray | None) -> np.ndarray:
-        return values[rows] if values is not None else np.zeros(rows.shape[0], dtype=bool)
-
-    labels = graph.labels[rows] if graph.labels is not None else np.full(rows.shape[0], -1, dtype=np.int64)
-    return OwnedRows(a_hat[rows], np.ascontiguousarray(features[rows]), labels.astype(np.int64),
-                     mask(graph.train_mask), mask(graph.val_mask), mask(graph.test_mask))
+    """The rows ``rows`` of a graph in memory."""
+    return OwnedRows(a_hat[rows], **{name: np.ascontiguousarray(values[rows])
+                                     for name, values in vertex_arrays(graph).items()})
 
 
 @dataclass
