@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from distgcn.collective import Group, agree
 from distgcn.errors import InputError
+from distgcn.faults import inject_shard_fault
 from distgcn.graph import Graph
 from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_fields,
                                    graph_source, input_paths, make_staging, partition_id, write_parts, write_shard)
@@ -152,6 +153,7 @@ def cut_own_shard(rank: int, job: RankJob) -> Shard:
         raise InputError("this rank does not see the graph rank 0 wrote there: --out must be on a filesystem "
                          "that every rank sees", path=staging)
     parts = np.load(staging / PARTS_FILE)
+    inject_shard_fault(rank)
     n = parts.shape[0]
     mine = np.flatnonzero(parts == rank)  # ascending global ids
     rows = read_csr_rows(scratch, "a", mine, with_data=True)
