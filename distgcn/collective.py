@@ -74,3 +74,28 @@ def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
         signals.wait_until_read(2, signals.DRAIN_S)  # else the abort can overtake the message
         transport.abort()
     raise SystemExit(1)
+
+
+class RankFailed(Exception):
+    """Some rank failed unexpectedly in a step of :func:`agree_on_failure`; every rank raises this together,
+    once the failing rank has printed its traceback (exit status 1)."""
+
+
+def agree_on_failure(transport: Group, step: Callable[[], T]) -> T:
+    """:func:`agree`, with an unexpected failure on any rank raised as :class:`RankFailed` on every rank instead of
+    aborting the job: for steps whose output one rank must remove if any rank fails (no rank still writes then)."""
+    def guarded() -> tuple[T | None, str | None]:
+        try:
+            return step(), None
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to every rank below
+            sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
+            traceback.print_exception(exc, file=sys.stderr)
+            return None, f"{type(exc).__name__}: {exc}"
+
+    result, failure = agree(transport, guarded)
+    failed = [(rank, message) for rank, message in enumerate(transport.allgather_object(failure)) if message]
+    if failed:
+        raise RankFailed(f"rank {failed[0][0]}: {failed[0][1]}")
+    return result  # type: ignore[return-value]

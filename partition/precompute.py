@@ -69,6 +69,21 @@ def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Pr
                     vertex_weight: str = "nonzeros") -> Partitioned:
     """Load and prepare a graph, compute its part vector and measure its communication (arguments as
     :func:`write_partition`'s)."""
+    graph, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
+                                                   partitioner=partitioner, preset=preset, parts_file=parts_file,
+                                                   sampler=sampler, shp=shp, vertex_weight=vertex_weight)
+    with progress.phase("measuring communication") as phase:
+        metrics = partition_metrics(a_hat, parts, nparts)
+        phase.finish(metrics_line(metrics))
+    return Partitioned(graph, a_hat, parts, info, metrics)
+
+
+def load_and_partition(options: GraphOptions, nparts: int, model: str, progress: Progress, *,
+                       epsilon: float = 0.03, seed: int = 0, partitioner: str | None = None,
+                       preset: str | None = None, parts_file: str | None = None, sampler: SamplerSpec | None = None,
+                       shp: dict | None = None,
+                       vertex_weight: str = "nonzeros") -> tuple[Graph, sp.csr_matrix, np.ndarray, dict]:
+    """The graph, Â, the part vector and what the partitioning model reported (not yet measured)."""
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
         phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
@@ -84,11 +99,12 @@ def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Pr
         if warning:
             progress.warn(warning)
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
-    with progress.phase("measuring communication") as phase:
-        metrics = partition_metrics(a_hat, parts, nparts)
-        phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
-                     f"imbalance {metrics['imbalance']:.3f}")
-    return Partitioned(graph, a_hat, parts, info, metrics)
+    return graph, a_hat, parts, info
+
+
+def metrics_line(metrics: dict) -> str:
+    return (f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
+            f"imbalance {metrics['imbalance']:.3f}")
 
 
 def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,

@@ -71,7 +71,8 @@ def test_a_failing_rank_ends_every_rank_and_leaves_nothing(tmp_path):
     spec = random_edge_file(tmp_path / "g.txt", 120, 500, seed=1)
     proc = run_distgcn(["partition", *graph_args(spec, True), "--parts", "3", "--model", "random", "--quiet",
                         "--out", str(tmp_path / "out")], ranks=3, timeout=120, env={FAIL_SHARD_ENV: "1"})
-    assert proc.returncode != 0
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("unexpected error") == 1, proc.stderr
     assert "rank 1: unexpected error: InjectedFailure" in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]
 

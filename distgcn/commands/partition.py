@@ -88,7 +88,7 @@ def _run_on_ranks(args: argparse.Namespace, options) -> int:
     from partition.rank_shards import write_partition_on_ranks
 
     from .. import signals
-    from ..collective import CollectiveInputError, abort_on_unexpected
+    from ..collective import CollectiveInputError, RankFailed, abort_on_unexpected
     from ..mpi_group import MPIGroup
 
     group = MPIGroup()
@@ -101,6 +101,8 @@ def _run_on_ranks(args: argparse.Namespace, options) -> int:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
         return 2
+    except RankFailed:  # the failing rank printed its traceback
+        return 1
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(group, exc)
     if group.rank == 0:
