@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.collective import Group, agree, agree_on_failure
+from distgcn.data.adjacency import sorted_unique
 from distgcn.errors import InputError
 from distgcn.faults import inject_shard_fault
 from distgcn.graph import Graph
@@ -148,7 +149,7 @@ def read_csr_rows(directory: Path, matrix: str, rows: np.ndarray, with_data: boo
 def _remote_pairs(part_of_col: np.ndarray, cols: np.ndarray, rank: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (part, column) pairs with part != ``rank``, sorted by part then column."""
     remote = part_of_col != rank
-    keys = np.unique(part_of_col[remote] * n + cols[remote])
+    keys = sorted_unique(part_of_col[remote] * n + cols[remote])
     return keys // n, keys % n
 
 
@@ -199,12 +200,12 @@ def cut_own_shard(rank: int, job: RankJob) -> tuple[Shard, RankCounts]:
     remote = reader_owner != rank
     neighbours.append(column[remote] * n + readers.indices[remote])
     counts = RankCounts(
-        sent=send_cols.shape[0], received=halo_cols.shape[0], messages_sent=np.unique(send_receiver).shape[0],
-        messages_received=np.unique(halo_owner).shape[0], nonzeros=int(np.count_nonzero(block.data)),
+        sent=send_cols.shape[0], received=halo_cols.shape[0], messages_sent=sorted_unique(send_receiver).shape[0],
+        messages_received=sorted_unique(halo_owner).shape[0], nonzeros=int(np.count_nonzero(block.data)),
         size=owned.shape[0],
-        connectivity=np.unique(column * job.identity.nparts + reader_owner).shape[0]
+        connectivity=sorted_unique(column * job.identity.nparts + reader_owner).shape[0]
         - int(np.count_nonzero(np.diff(readers.indptr))),
-        cut_pairs=np.unique(np.concatenate(neighbours)).shape[0])
+        cut_pairs=sorted_unique(np.concatenate(neighbours)).shape[0])
     del readers, reader_owner, column, remote, neighbours, parts
     local_column = np.empty(n, dtype=np.int64)
     local_column[owned] = np.arange(owned.shape[0])
