@@ -16,7 +16,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
                                description="Partition GRAPH into P parts; write meta.json, parts.npy and "
-                                           "one shard per rank to DIR.")
+                                           "one shard per rank to DIR. Under mpiexec -n P, rank 0 partitions "
+                                           "and each rank cuts and writes its own shard (docs/scale.md).")
     part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
     part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
     part.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=PARTITION_MODELS,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
