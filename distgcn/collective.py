@@ -10,13 +10,24 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from . import signals
 from .errors import InputError
-from .transport import Transport
 
 T = TypeVar("T")
+
+
+class Group(Protocol):
+    """What deciding together needs of the ranks: every transport has it, and so has the torch-free
+    :class:`distgcn.mpi_group.MPIGroup`."""
+
+    rank: int
+    size: int
+
+    def allgather_object(self, value: Any) -> list[Any]: ...
+
+    def abort(self, code: int = 1) -> NoReturn: ...
 
 
 class CollectiveInputError(Exception):
@@ -27,7 +38,7 @@ class CollectiveInputError(Exception):
         self.printed_here = printed_here
 
 
-def agree(transport: Transport, step: Callable[[], T]) -> T:
+def agree(transport: Group, step: Callable[[], T]) -> T:
     """Run ``step`` on every rank; if any rank raises InputError, all raise CollectiveInputError."""
     error: str | None = None
     result = None
@@ -45,7 +56,7 @@ def agree(transport: Transport, step: Callable[[], T]) -> T:
     return result  # type: ignore[return-value]
 
 
-def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
+def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
     """Print the error naming this rank, then take the whole job down (no rank may hang).
 
     While this rank is stopping for a signal, a failure is the signal's doing (a
@@ -63,3 +74,28 @@ def abort_on_unexpected(transport: Transport, exc: BaseException) -> None:
         signals.wait_until_read(2, signals.DRAIN_S)  # else the abort can overtake the message
         transport.abort()
     raise SystemExit(1)
+
+
+class RankFailed(Exception):
+    """Some rank failed unexpectedly in a step of :func:`agree_on_failure`; every rank raises this together,
+    once the failing rank has printed its traceback (exit status 1)."""
+
+
+def agree_on_failure(transport: Group, step: Callable[[], T]) -> T:
+    """:func:`agree`, with an unexpected failure on any rank raised as :class:`RankFailed` on every rank instead of
+    aborting the job: for steps whose output one rank must remove if any rank fails (no rank still writes then)."""
+    def guarded() -> tuple[T | None, str | None]:
+        try:
+            return step(), None
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported to every rank below
+            sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
+            traceback.print_exception(exc, file=sys.stderr)
+            return None, f"{type(exc).__name__}: {exc}"
+
+    result, failure = agree(transport, guarded)
+    failed = [(rank, message) for rank, message in enumerate(transport.allgather_object(failure)) if message]
+    if failed:
+        raise RankFailed(f"rank {failed[0][0]}: {failed[0][1]}")
+    return result  # type: ignore[return-value]

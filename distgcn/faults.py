@@ -8,7 +8,10 @@ exchange): a failing rank must take the whole job down.
 a small job then runs as long as a large one, so a test under a real
 scheduler can cancel or requeue it mid-run without racing its end.
 
-Both are unset in normal use.
+``DISTGCN_FAIL_SHARD=RANK`` makes that rank of ``mpiexec -n P distgcn partition``
+raise while it cuts its shard, while the other ranks write theirs.
+
+All are unset in normal use.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 
 FAIL_ENV = "DISTGCN_FAIL_AT"
 SLOW_ENV = "DISTGCN_SLOW_EPOCH"
+FAIL_SHARD_ENV = "DISTGCN_FAIL_SHARD"
 
 
 class InjectedFailure(RuntimeError):
@@ -42,3 +46,14 @@ def inject_faults(rank: int, epoch: int) -> None:
         raise InjectedFailure(f"{FAIL_ENV}={spec!r}: expected RANK:EPOCH") from None
     if (fail_rank, fail_epoch) == (rank, epoch):
         raise InjectedFailure(f"injected failure at epoch {epoch} ({FAIL_ENV}={spec})")
+
+
+def inject_shard_fault(rank: int) -> None:
+    """Raise on the rank that ``DISTGCN_FAIL_SHARD`` names, as it cuts its shard."""
+    spec = os.environ.get(FAIL_SHARD_ENV)
+    if not spec:
+        return
+    if not spec.strip().isdigit():
+        raise InjectedFailure(f"{FAIL_SHARD_ENV}={spec!r}: expected a rank")
+    if int(spec) == rank:
+        raise InjectedFailure(f"injected failure while cutting the shard of rank {rank} ({FAIL_SHARD_ENV}={spec})")

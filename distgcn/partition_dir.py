@@ -174,12 +174,9 @@ def write_directory(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.nda
     old directory is replaced).
     """
     nparts = int(metrics["parts"])
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
+    staging = make_staging(out)
     try:
-        np.save(staging / PARTS_FILE, parts.astype(np.int64))
+        write_parts(staging, parts)
         entries = []
         identity: tuple[str, str] | None = None
         with progress.phase("writing shards", total=nparts) as phase:
@@ -189,54 +186,92 @@ def write_directory(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.nda
                         (len(entries), nparts, *identity):
                     raise ValueError(f"shard of rank {shard.rank} is not rank {len(entries)}'s of the same "
                                      f"partition into {nparts} parts")
-                name = shard_filename(shard.rank)
-                checksum = shard.save(staging / name)
-                entries.append({"rank": shard.rank, "file": name, "sha256": checksum,
-                                "n_owned": shard.n_owned, "n_halo": shard.n_halo})
-                progress.detail(f"{name}: {shard.n_owned} owned rows, {shard.n_halo} halo rows")
+                entries.append(write_shard(staging, shard, progress))
                 phase.advance()
         if identity is None or len(entries) != nparts:
             raise ValueError(f"{len(entries)} shards for {nparts} parts")
-        pid, fingerprint = identity
-        meta = {
-            "format_version": META_VERSION,
-            "partition_id": pid,
-            "graph": {
-                "spec": source["spec"],
-                "name": graph.name,
-                "fingerprint": fingerprint,
-                "n": graph.num_vertices,
-                "edges": graph.num_edges,
-                "nnz": int(a_hat.nnz),
-                "features": int(graph.features.shape[1]),
-                "classes": graph.num_classes,
-                "symmetrize": source["symmetrize"],
-                "feature_norm": source["feature_norm"],
-                "random_features_seed": source["random_features_seed"],
-            },
-            "parts": nparts,
-            "vertex_order": vertex_order,
-            "model": info.get("model"),
-            "partitioner": info.get("partitioner"),
-            "preset": info.get("preset"),
-            "epsilon": info.get("epsilon"),
-            "seed": info.get("seed"),
-            "sampler": info.get("sampler"),
-            "shp_samples": info.get("shp", {}).get("samples"),
-            "partition_s": info["partition_s"],
-            "partition_info": info,
-            "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},
-            **metrics,
-            "parts_sha256": file_sha256(staging / PARTS_FILE),
-            "shards": entries,
-        }
-        (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
+        meta = directory_meta(staging, graph_fields(graph, a_hat), *identity, info, metrics, source, vertex_order,
+                              entries)
+        finish_directory(staging, out, meta, force=force, inputs=inputs)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     progress.info(f"wrote {out} ({nparts} shards)")
     return meta
+
+
+def make_staging(out: Path) -> Path:
+    """A new empty directory next to ``out``, where its contents are written before it is renamed into place."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
+    return staging
+
+
+def write_parts(directory: Path, parts: np.ndarray) -> None:
+    np.save(directory / PARTS_FILE, parts.astype(np.int64))
+
+
+def write_shard(directory: Path, shard: Shard, progress: Progress) -> dict:
+    """Write one shard into the (staging) directory; return its entry of meta.json's ``shards``."""
+    name = shard_filename(shard.rank)
+    checksum = shard.save(directory / name)
+    progress.detail(f"{name}: {shard.n_owned} owned rows, {shard.n_halo} halo rows")
+    return {"rank": shard.rank, "file": name, "sha256": checksum, "n_owned": shard.n_owned, "n_halo": shard.n_halo}
+
+
+def graph_fields(graph: Graph, a_hat: sp.csr_matrix) -> dict:
+    """What meta.json's ``graph`` records of the graph itself (its fingerprint aside)."""
+    return {"name": graph.name, "n": graph.num_vertices, "edges": graph.num_edges, "nnz": int(a_hat.nnz),
+            "features": int(graph.features.shape[1]), "classes": graph.num_classes}
+
+
+def directory_meta(staging: Path, fields: dict, pid: str, fingerprint: str, info: dict, metrics: dict, source: dict,
+                   vertex_order: str, entries: list[dict]) -> dict:
+    """meta.json's contents for a staging directory that holds parts.npy and the shards of ``entries``.
+
+    ``fields``: :func:`graph_fields`; ``pid`` and ``fingerprint``: what the shards carry.
+    """
+    return {
+        "format_version": META_VERSION,
+        "partition_id": pid,
+        "graph": {
+            "spec": source["spec"],
+            "name": fields["name"],
+            "fingerprint": fingerprint,
+            "n": fields["n"],
+            "edges": fields["edges"],
+            "nnz": fields["nnz"],
+            "features": fields["features"],
+            "classes": fields["classes"],
+            "symmetrize": source["symmetrize"],
+            "feature_norm": source["feature_norm"],
+            "random_features_seed": source["random_features_seed"],
+        },
+        "parts": int(metrics["parts"]),
+        "vertex_order": vertex_order,
+        "model": info.get("model"),
+        "partitioner": info.get("partitioner"),
+        "preset": info.get("preset"),
+        "epsilon": info.get("epsilon"),
+        "seed": info.get("seed"),
+        "sampler": info.get("sampler"),
+        "shp_samples": info.get("shp", {}).get("samples"),
+        "partition_s": info["partition_s"],
+        "partition_info": info,
+        "tool_versions": {**info.get("versions", {}), "python": platform.python_version()},
+        **metrics,
+        "parts_sha256": file_sha256(staging / PARTS_FILE),
+        "shards": entries,
+    }
+
+
+def finish_directory(staging: Path, out: Path, meta: dict, *, force: bool = False,
+                     inputs: list[Path] | None = None) -> None:
+    """Write meta.json last, then rename the complete staging directory to ``out`` (replacing an old one)."""
+    (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
 
 
 # ---- reading -------------------------------------------------------------

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from distgcn.errors import InputError
 
-__all__ = ["comm_pairs", "comm_matrix", "partition_metrics", "validate_parts"]
+__all__ = ["comm_pairs", "comm_matrix", "partition_metrics", "summarize", "validate_parts"]
 
 
 # ---------------------------------------------------------------------------
@@ -232,29 +232,43 @@ def partition_metrics(
     dest = pair % nparts
     del keys
 
-    sent = np.bincount(owner, minlength=nparts)
-    recv = np.bincount(dest, minlength=nparts)
     msg_pairs = _unique(pair)
-    msg_sent = np.bincount(msg_pairs // nparts, minlength=nparts)
-    msg_recv = np.bincount(msg_pairs % nparts, minlength=nparts)
+    return summarize(
+        nparts, n, int(a.nnz),
+        sent=np.bincount(owner, minlength=nparts),
+        received=np.bincount(dest, minlength=nparts),
+        messages_sent=np.bincount(msg_pairs // nparts, minlength=nparts),
+        messages_received=np.bincount(msg_pairs % nparts, minlength=nparts),
+        part_weights=np.bincount(parts, weights=w, minlength=nparts),
+        part_sizes=np.bincount(parts, minlength=nparts),
+        connectivity=connectivity_minus_one(a, parts, nparts),
+        cut=edge_cut(a, parts),
+    )
 
-    part_w = np.bincount(parts, weights=w, minlength=nparts)
-    total_w = float(part_w.sum())
-    imbalance = float(part_w.max() / (total_w / nparts)) if total_w > 0 else 1.0
-    sizes = np.bincount(parts, minlength=nparts)
-    empty = np.flatnonzero(sizes == 0)
 
+def summarize(nparts: int, n: int, nnz: int, *, sent: np.ndarray, received: np.ndarray, messages_sent: np.ndarray,
+              messages_received: np.ndarray, part_weights: np.ndarray, part_sizes: np.ndarray, connectivity: int,
+              cut: int) -> dict:
+    """The summary of :func:`partition_metrics` from per-part counts (each an array of P entries).
+
+    Also called with the counts each rank took of its own shard (``partition/rank_shards.py``): one place
+    says what the summary holds.
+    """
+    part_weights = np.asarray(part_weights, dtype=np.float64)
+    total_w = float(part_weights.sum())
+    imbalance = float(part_weights.max() / (total_w / nparts)) if total_w > 0 else 1.0
+    empty = np.flatnonzero(part_sizes == 0)
     return {
         "parts": nparts,
         "vertices": int(n),
-        "nonzeros": int(a.nnz),
+        "nonzeros": int(nnz),
         "volume": _stats(sent, nparts),
-        "max_recv_volume": int(recv.max()),
-        "messages": _stats(msg_sent, nparts),
-        "max_recv_messages": int(msg_recv.max()),
+        "max_recv_volume": int(received.max()),
+        "messages": _stats(messages_sent, nparts),
+        "max_recv_messages": int(messages_received.max()),
         "imbalance": imbalance,
-        "connectivity_minus_one": connectivity_minus_one(a, parts, nparts),
-        "edge_cut": edge_cut(a, parts),
+        "connectivity_minus_one": int(connectivity),
+        "edge_cut": int(cut),
         "empty_parts": [int(p) for p in empty],
-        "part_sizes": {"min": int(sizes.min()), "max": int(sizes.max())},
+        "part_sizes": {"min": int(part_sizes.min()), "max": int(part_sizes.max())},
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,19 @@ from .shards import iter_shards
 from .stochastic import sampling_report
 
 
+@dataclass
+class Partitioned:
+    """A graph loaded, partitioned and measured: what is cut into shards."""
+
+    graph: Graph
+    a_hat: sp.csr_matrix
+    parts: np.ndarray
+    info: dict
+    """What the partitioning model reported."""
+    metrics: dict
+    """The exact communication metrics (:func:`partition.metrics.partition_metrics`)."""
+
+
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
@@ -42,6 +56,34 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     inputs = input_paths(options.spec, parts_file)
     out = check_output(out, force, inputs)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
+    done = partition_graph(options, nparts, model, progress, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                           preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
+                           vertex_weight=vertex_weight)
+    return save_partition(out, done.graph, done.a_hat, done.parts, done.info, done.metrics, graph_source(options),
+                          progress, vertex_order, force=force, inputs=inputs)
+
+
+def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Progress, *, epsilon: float = 0.03,
+                    seed: int = 0, partitioner: str | None = None, preset: str | None = None,
+                    parts_file: str | None = None, sampler: SamplerSpec | None = None, shp: dict | None = None,
+                    vertex_weight: str = "nonzeros") -> Partitioned:
+    """Load and prepare a graph, compute its part vector and measure its communication (arguments as
+    :func:`write_partition`'s)."""
+    graph, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
+                                                   partitioner=partitioner, preset=preset, parts_file=parts_file,
+                                                   sampler=sampler, shp=shp, vertex_weight=vertex_weight)
+    with progress.phase("measuring communication") as phase:
+        metrics = partition_metrics(a_hat, parts, nparts)
+        phase.finish(metrics_line(metrics))
+    return Partitioned(graph, a_hat, parts, info, metrics)
+
+
+def load_and_partition(options: GraphOptions, nparts: int, model: str, progress: Progress, *,
+                       epsilon: float = 0.03, seed: int = 0, partitioner: str | None = None,
+                       preset: str | None = None, parts_file: str | None = None, sampler: SamplerSpec | None = None,
+                       shp: dict | None = None,
+                       vertex_weight: str = "nonzeros") -> tuple[Graph, sp.csr_matrix, np.ndarray, dict]:
+    """The graph, Â, the part vector and what the partitioning model reported (not yet measured)."""
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
         phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
@@ -57,12 +99,12 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         if warning:
             progress.warn(warning)
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
-    with progress.phase("measuring communication") as phase:
-        metrics = partition_metrics(a_hat, parts, nparts)
-        phase.finish(f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
-                     f"imbalance {metrics['imbalance']:.3f}")
-    return save_partition(out, graph, a_hat, parts, info, metrics, graph_source(options), progress, vertex_order,
-                          force=force, inputs=inputs)
+    return graph, a_hat, parts, info
+
+
+def metrics_line(metrics: dict) -> str:
+    return (f"volume {metrics['volume']['total']} rows, {metrics['messages']['total']} messages, "
+            f"imbalance {metrics['imbalance']:.3f}")
 
 
 def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,

@@ -8,6 +8,7 @@ rank 0 sends them for the small-graph ``train --graph`` path (:mod:`partition.sc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,14 +21,26 @@ from distgcn.shard import Shard
 from .metrics import comm_pairs
 
 
-def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_order: str) -> np.ndarray:
-    """All vertices grouped by part (part 0's first), each part's vertices in their local row order.
+def part_order(block: sp.csr_matrix, vertex_order: str) -> np.ndarray:
+    """The local row order of one part's vertices, as positions into them (ascending global ids).
 
-    ``rcm`` renumbers a part's rows by reverse Cuthill-McKee on its owned block
-    (pattern of B + Bᵀ): neighbours get nearby numbers, so the rows of H that
-    one row of Â reads lie close in memory. On a randomly numbered R-MAT graph
-    this made the local SpMM up to 1.6x faster (docs/performance.md).
+    ``block`` is the part's owned block of Â (its rows and columns in ascending global id). ``rcm``
+    renumbers the rows by reverse Cuthill-McKee on the pattern of B + Bᵀ: neighbours get nearby numbers, so
+    the rows of H that one row of Â reads lie close in memory. On a randomly numbered R-MAT graph this made
+    the local SpMM up to 1.6x faster (docs/performance.md).
     """
+    if vertex_order not in VERTEX_ORDERS:
+        raise ValueError(f"vertex order: expected one of {', '.join(VERTEX_ORDERS)}, got {vertex_order!r}")
+    size = block.shape[0]
+    if vertex_order == "natural" or size < 3:
+        return np.arange(size)
+    pattern = (abs(block) + abs(block.T)).tocsr()
+    return reverse_cuthill_mckee(pattern, symmetric_mode=True)
+
+
+def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_order: str) -> np.ndarray:
+    """All vertices grouped by part (part 0's first), each part's vertices in their local row order
+    (:func:`part_order`)."""
     if vertex_order not in VERTEX_ORDERS:
         raise ValueError(f"vertex order: expected one of {', '.join(VERTEX_ORDERS)}, got {vertex_order!r}")
     order = np.argsort(parts, kind="stable")
@@ -35,13 +48,104 @@ def local_orders(a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, vertex_or
         return order
     bounds = np.concatenate(([0], np.cumsum(np.bincount(parts, minlength=nparts))))
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        if stop - start < 3:
-            continue
         owned = order[start:stop]
-        block = a_hat[owned][:, owned]
-        pattern = (abs(block) + abs(block.T)).tocsr()
-        order[start:stop] = owned[reverse_cuthill_mckee(pattern, symmetric_mode=True)]
+        order[start:stop] = owned[part_order(a_hat[owned][:, owned], vertex_order)]
     return order
+
+
+@dataclass(frozen=True)
+class ShardIdentity:
+    """What every shard of one partition carries alike."""
+
+    nparts: int
+    n_global: int
+    num_classes: int
+    partition_id: str
+    graph_fingerprint: str
+
+
+@dataclass
+class OwnedRows:
+    """A rank's rows of Â (global column ids) and of the vertex data, in its local row order."""
+
+    block: sp.csr_matrix
+    features: np.ndarray
+    labels: np.ndarray
+    train_mask: np.ndarray
+    val_mask: np.ndarray
+    test_mask: np.ndarray
+
+
+def vertex_arrays(graph: Graph) -> dict[str, np.ndarray]:
+    """The per-vertex arrays a shard takes its rows of, named as :class:`OwnedRows`' fields: no features are
+    zero columns, no labels -1, no mask all False."""
+    n = graph.num_vertices
+    labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
+    arrays = {"features": graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32),
+              "labels": labels.astype(np.int64, copy=False)}
+    for name in ("train_mask", "val_mask", "test_mask"):
+        mask = getattr(graph, name)
+        arrays[name] = mask if mask is not None else np.zeros(n, dtype=bool)
+    return arrays
+
+
+def graph_rows(graph: Graph, a_hat: sp.csr_matrix, rows: np.ndarray) -> OwnedRows:
+    """The rows ``rows`` of a graph in memory."""
+    return OwnedRows(a_hat[rows], **{name: np.ascontiguousarray(values[rows])
+                                     for name, values in vertex_arrays(graph).items()})
+
+
+@dataclass
+class Plan:
+    """A rank's halo (rows it receives, grouped by owner, by global id within one) and the rows it sends
+    (grouped by receiver, by global id within one; ``send_index``: their local row numbers)."""
+
+    halo_cols: np.ndarray
+    halo_owner: np.ndarray
+    send_cols: np.ndarray
+    send_receiver: np.ndarray
+    send_index: np.ndarray
+
+
+def assemble_shard(rank: int, identity: ShardIdentity, owned: np.ndarray, rows: OwnedRows, plan: Plan,
+                   local_column: np.ndarray) -> Shard:
+    """One rank's shard from its rows in local order (global ids ``owned``) and its plan.
+
+    ``local_column`` is scratch space of n entries (reused across ranks by :func:`iter_shards`).
+    """
+    n_owned = owned.shape[0]
+    recv_peers, recv_counts = np.unique(plan.halo_owner, return_counts=True)
+    send_peers, send_counts = np.unique(plan.send_receiver, return_counts=True)
+    # One table lookup per nonzero, not a binary search among the halo ids: each global id a rank's rows
+    # read is one of its owned rows or one of its halo rows (entries of other ids are stale, never read).
+    local_column[owned] = np.arange(n_owned)
+    local_column[plan.halo_cols] = np.arange(n_owned, n_owned + plan.halo_cols.shape[0])
+    block = rows.block
+    local = sp.csr_matrix((block.data, local_column[block.indices], block.indptr),
+                          shape=(n_owned, n_owned + plan.halo_cols.shape[0]))
+    local.sort_indices()
+    return Shard(
+        rank=rank,
+        nparts=identity.nparts,
+        n_global=identity.n_global,
+        num_classes=identity.num_classes,
+        partition_id=identity.partition_id,
+        graph_fingerprint=identity.graph_fingerprint,
+        global_ids=owned.copy(),
+        halo_global_ids=plan.halo_cols.copy(),
+        owned_block=local[:, :n_owned].tocsr(),
+        halo_block=local[:, n_owned:].tocsr(),
+        send_peers=send_peers.astype(np.int64),
+        send_offsets=np.concatenate(([0], np.cumsum(send_counts))).astype(np.int64),
+        send_index=plan.send_index,
+        recv_peers=recv_peers.astype(np.int64),
+        recv_offsets=np.concatenate(([0], np.cumsum(recv_counts))).astype(np.int64),
+        features=rows.features,
+        labels=rows.labels,
+        train_mask=rows.train_mask,
+        val_mask=rows.val_mask,
+        test_mask=rows.test_mask,
+    )
 
 
 def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
@@ -53,7 +157,8 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     One pass over the nonzeros finds every (receiver, needed row) pair (the
     same pairs the partition metrics count); each rank's blocks and plan are
     then slices of sorted arrays, so the work is O(nnz log nnz + n + P), plus
-    the local ordering (:func:`local_orders`).
+    the local ordering (:func:`local_orders`). :mod:`partition.rank_shards` cuts
+    the same shards one per rank, each from its own rows.
     """
     n = a_hat.shape[0]
     parts = np.asarray(parts, dtype=np.int64)
@@ -75,50 +180,11 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
 
     local_column = np.empty(n, dtype=np.int64)  # per rank: the local column of each global id its rows read
-
-    graph_fingerprint = graph_fingerprint or graph.fingerprint()
-    labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
-    features = graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32)
-    masks = [m if m is not None else np.zeros(n, dtype=bool)
-             for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
-
+    identity = ShardIdentity(nparts, n, graph.num_classes, pid, graph_fingerprint or graph.fingerprint())
     for rank in range(nparts):
         owned = order[part_starts[rank] : part_starts[rank + 1]]
-        n_owned = owned.shape[0]
-        halo_cols = recv_col[recv_bounds[rank] : recv_bounds[rank + 1]]
-        halo_owner = recv_owner[recv_bounds[rank] : recv_bounds[rank + 1]]
-        recv_peers, recv_counts = np.unique(halo_owner, return_counts=True)
-        s_cols = send_col[send_bounds[rank] : send_bounds[rank + 1]]
-        s_recv = send_receiver[send_bounds[rank] : send_bounds[rank + 1]]
-        send_peers, send_counts = np.unique(s_recv, return_counts=True)
-
-        block = a_hat[owned]
-        # One table lookup per nonzero, not a binary search among the halo ids: each global id a rank's rows
-        # read is one of its owned rows or one of its halo rows (entries of other ids are stale, never read).
-        local_column[owned] = np.arange(n_owned)
-        local_column[halo_cols] = np.arange(n_owned, n_owned + halo_cols.shape[0])
-        local_cols = local_column[block.indices]
-        local = sp.csr_matrix((block.data, local_cols, block.indptr), shape=(n_owned, n_owned + halo_cols.shape[0]))
-        local.sort_indices()
-        yield Shard(
-            rank=rank,
-            nparts=nparts,
-            n_global=n,
-            num_classes=graph.num_classes,
-            partition_id=pid,
-            graph_fingerprint=graph_fingerprint,
-            global_ids=owned.copy(),
-            halo_global_ids=halo_cols.copy(),
-            owned_block=local[:, :n_owned].tocsr(),
-            halo_block=local[:, n_owned:].tocsr(),
-            send_peers=send_peers.astype(np.int64),
-            send_offsets=np.concatenate(([0], np.cumsum(send_counts))).astype(np.int64),
-            send_index=local_index[s_cols],
-            recv_peers=recv_peers.astype(np.int64),
-            recv_offsets=np.concatenate(([0], np.cumsum(recv_counts))).astype(np.int64),
-            features=np.ascontiguousarray(features[owned]),
-            labels=labels[owned].astype(np.int64),
-            train_mask=masks[0][owned],
-            val_mask=masks[1][owned],
-            test_mask=masks[2][owned],
-        )
+        sends = slice(send_bounds[rank], send_bounds[rank + 1])
+        receives = slice(recv_bounds[rank], recv_bounds[rank + 1])
+        plan = Plan(recv_col[receives], recv_owner[receives], send_col[sends], send_receiver[sends],
+                    local_index[send_col[sends]])
+        yield assemble_shard(rank, identity, owned, graph_rows(graph, a_hat, owned), plan, local_column)

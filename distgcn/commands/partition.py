@@ -16,7 +16,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
                                description="Partition GRAPH into P parts; write meta.json, parts.npy and "
-                                           "one shard per rank to DIR.")
+                                           "one shard per rank to DIR. Under mpiexec -n P, rank 0 partitions "
+                                           "and each rank cuts and writes its own shard (docs/scale.md).")
     part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
     part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
     part.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=PARTITION_MODELS,
@@ -49,19 +50,69 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from partition.precompute import write_partition
-    from partition.stats_command import print_stats
+    """One process partitions and writes every shard; under mpiexec with P > 1 ranks, each rank writes its own."""
+    import os
 
+    from ..errors import InputError
+    from ..launch import detect
     from ..prepare import GraphOptions
 
     options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
                            classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
-    write_partition(options, args.out, args.parts, args.model, epsilon=args.epsilon, seed=args.seed,
-                    partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
-                    force=args.force, quiet=args.quiet, verbose=args.verbose, sampler=sampler_spec(args),
-                    shp={"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta,
-                         "shp_samples": args.shp_samples}, vertex_order=args.vertex_order,
-                    vertex_weight=args.vertex_weight)
+    launch = detect(os.environ)
+    if launch.world_size > 1 and launch.launcher != "mpi":
+        raise InputError(f"distgcn partition was started as {launch.world_size} {launch.launcher} tasks: run one "
+                         "process, or one MPI rank per part (mpiexec -n P, srun --mpi=pmi2) to have each rank "
+                         "write its own shard")
+    if launch.world_size > 1:
+        return _run_on_ranks(args, options)
+    from partition.precompute import write_partition
+
+    write_partition(options, args.out, args.parts, args.model, force=args.force, quiet=args.quiet,
+                    verbose=args.verbose, vertex_order=args.vertex_order, **_partitioning(args))
+    _print_stats(args)
+    return 0
+
+
+def _partitioning(args: argparse.Namespace) -> dict:
+    """The partitioner's settings (the keyword arguments of partition.precompute.partition_graph)."""
+    return {"epsilon": args.epsilon, "seed": args.seed, "partitioner": args.partitioner, "preset": args.preset,
+            "parts_file": args.parts_file, "sampler": sampler_spec(args),
+            "shp": {"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta, "shp_samples": args.shp_samples},
+            "vertex_weight": args.vertex_weight}
+
+
+def _run_on_ranks(args: argparse.Namespace, options) -> int:
+    """Every MPI rank cuts and writes its own shard (partition/rank_shards.py); all exit with one status."""
+    import sys
+
+    from partition.rank_shards import write_partition_on_ranks
+
+    from .. import signals
+    from ..collective import CollectiveInputError, RankFailed, abort_on_unexpected
+    from ..mpi_group import MPIGroup
+
+    group = MPIGroup()
+    signals.attach_job(group.rank, group.size, group.abort)
+    try:
+        write_partition_on_ranks(group, options, args.out, args.parts, args.model, force=args.force,
+                                 quiet=args.quiet, verbose=args.verbose, vertex_order=args.vertex_order,
+                                 **_partitioning(args))
+    except CollectiveInputError as exc:
+        if exc.printed_here:
+            print(f"distgcn: error: {exc}", file=sys.stderr)
+        return 2
+    except RankFailed:  # the failing rank printed its traceback
+        return 1
+    except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
+        abort_on_unexpected(group, exc)
+    if group.rank == 0:
+        _print_stats(args)
+    return 0
+
+
+def _print_stats(args: argparse.Namespace) -> None:
+    from partition.stats_command import print_stats
+
     if not args.quiet:  # the shards were checksummed as they were written: only their headers are read again
         print_stats(args.out, as_json=False, verify=False)
-    return 0

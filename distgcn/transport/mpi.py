@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -11,6 +9,8 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 from mpi4py import MPI
+
+from ..mpi_group import abort_mpi_job
 
 _HALO_TAG = 17
 _OBJECT_TAG = 1
@@ -106,13 +106,6 @@ class MPITransport:
 
     def abort(self, code: int = 1) -> NoReturn:
         abort_mpi_job(self.comm, code)
-
-
-def abort_mpi_job(comm: MPI.Comm, code: int) -> NoReturn:
-    """MPI_Abort with ``code`` (mpiexec then exits with it); from another thread only where MPI allows that."""
-    if threading.current_thread() is threading.main_thread() or MPI.Query_thread() == MPI.THREAD_MULTIPLE:
-        comm.Abort(code)
-    os._exit(code)  # not reached after Abort; without thread support the launcher ends the other ranks
 
 
 def _mapped_shared_memory_files() -> set[Path]:

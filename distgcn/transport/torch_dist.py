@@ -139,7 +139,7 @@ class TorchDistTransport:
         if _mpi_running():  # under mpiexec: MPI_Abort ends every rank at once, with this code
             from mpi4py import MPI
 
-            from .mpi import abort_mpi_job
+            from ..mpi_group import abort_mpi_job
 
             abort_mpi_job(MPI.COMM_WORLD, code)
         # torch.distributed has no MPI_Abort: leave at once without cleanup; the
