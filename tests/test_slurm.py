@@ -71,12 +71,14 @@ def test_collector_speedup_and_efficiency_are_relative_to_the_fewest_ranks() -> 
 
 
 def test_submit_dry_run_chains_training_after_partitioning(tmp_path: Path) -> None:
+    # --partition-cpus given: its default asks sinfo, and no cluster runs in this test
     result = distgcn_in_process(["jobs", "submit", "--graph", GRAPH, "--parts", "6", "--nodes", "4", "--out", "part6",
                                  "--train-args=--epochs 9 --hidden 64,64", "--requeue", "--dry-run", "--templates",
-                                 str(JOBS)], cwd=tmp_path)
+                                 str(JOBS), "--partition-cpus", "3"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     partition, train = result.stdout.splitlines()[:2]
     assert partition.endswith("jobs/partition.sbatch") and "DISTGCN_PARTS=6 " in partition
+    assert " --cpus-per-task=3 " in partition
     assert f"DISTGCN_OUT={tmp_path / 'part6'} " in partition
     assert train.endswith("jobs/train-cpu.sbatch") and f"DISTGCN_DIR={tmp_path / 'part6'} " in train
     # a comma inside a value survives: the variables go in sbatch's environment, not --export
