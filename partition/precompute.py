@@ -22,7 +22,7 @@ from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 
 from .metrics import partition_metrics
-from .models import GIL_HOLDING_MODELS, compute_parts
+from .models import GIL_HOLDING_MODELS, check_partitioner, compute_parts
 from .shards import iter_shards
 from .stochastic import sampling_report
 
@@ -31,14 +31,16 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
                     verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros") -> dict:
+                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros", threads: int | None = None) -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
     ``vertex_order`` numbers each shard's rows (:data:`distgcn.config.VERTEX_ORDERS`);
-    ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
+    ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`);
+    ``threads`` are Mt-KaHyPar's and KaMinPar's (default: all cores).
     """
+    check_partitioner(model, partitioner, preset)  # before the load, which may take minutes
     inputs = input_paths(options.spec, parts_file)
     out = check_output(out, force, inputs)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
@@ -49,7 +51,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
         with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
             parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
                                         preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                                        vertex_weight=vertex_weight)
+                                        vertex_weight=vertex_weight, threads=threads)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     if "shp" in info:
         report, warning = sampling_report(info["shp"])
