@@ -34,8 +34,8 @@ from .hypergraph import HYPERGRAPH_PARTITIONERS
 from .weights import vertex_weights
 
 GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
-"""Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it returns:
-their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
+"""Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it
+returns: their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
 
 if TYPE_CHECKING:
     from distgcn.config import SamplerSpec
@@ -119,7 +119,7 @@ def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
 
 
 def graph_partitioner(partitioner: str | None, nnz: int) -> str:
-    """The graph model's tool: the one asked for, else KaMinPar from :data:`KAMINPAR_MIN_NNZ` nonzeros of Â, else METIS."""
+    """The graph model's tool: the one named, else KaMinPar from :data:`KAMINPAR_MIN_NNZ` nonzeros of Â, else METIS."""
     if partitioner is None:
         return "kaminpar" if nnz >= KAMINPAR_MIN_NNZ else "metis"
     name = partitioner.lower()
