@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from conftest import distgcn_in_process
 
+from distgcn.errors import InputError
 from distgcn.graph import normalized_adjacency
 from partition import models
 from partition.kaminpar_graph import load_graph, write_parhip
@@ -190,3 +191,15 @@ def test_training_that_partitions_at_startup_runs_kaminpar_on_one_thread(tmp_pat
                                "--partition", "graph", "--epochs", "1", "--quiet"], ranks=2)
     assert proc.returncode == 0, proc.stderr
     assert seen == [1]
+
+
+def test_a_full_temporary_folder_is_named_with_the_size_needed(monkeypatch):
+    from partition import kaminpar_graph
+
+    def no_room(*_args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(kaminpar_graph, "write_parhip", no_room)
+    with pytest.raises(InputError, match=r"could not write KaMinPar's input file \(0\.00 GB\) in .*distgcn-kaminpar-.* "
+                                         r"\(No space left on device\): point TMPDIR at a folder with room for it"):
+        load_graph(np.array([0, 1, 2]), np.array([1, 0], dtype=np.int32), np.array([1, 1]))
