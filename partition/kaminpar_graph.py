@@ -76,7 +76,12 @@ def load_graph(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | No
 
     with tempfile.TemporaryDirectory(prefix="distgcn-kaminpar-") as folder:
         path = Path(folder) / "graph.parhip"
-        write_parhip(path, indptr, indices, weights)
+        try:
+            write_parhip(path, indptr, indices, weights)
+        except OSError as error:  # a full disk: say where the file went and how large it is
+            size = _HEADER_BYTES + 8 * indptr.shape[0] + 4 * int(indptr[-1]) + 8 * (indptr.shape[0] - 1)
+            raise InputError(f"could not write KaMinPar's input file ({size / 1e9:.2f} GB) in {folder} "
+                             f"({error.strerror}): point TMPDIR at a folder with room for it") from error
         return kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
 
 
