@@ -86,10 +86,11 @@ class Partition:
 
 def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MODEL, *, epsilon: float = 0.03,
               seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-              parts_file: str | Path | None = None, feature_norm: str = "row") -> Partition:
+              parts_file: str | Path | None = None, feature_norm: str = "row",
+              threads: int | None = None) -> Partition:
     """Prepare ``graph`` as ``distgcn partition`` does and split it into ``parts`` parts with ``model``.
 
-    Models, partitioners and presets are those of the command line
+    Models, partitioners, presets and threads are those of the command line
     (docs/partitioning.md). ``seed`` seeds the partitioner and, for a spec
     string, random features. A Graph passed in is not modified.
     """
@@ -98,7 +99,7 @@ def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MOD
 
     prepared, a_hat, source = _prepare(graph, feature_norm, seed)
     vector, info = compute_parts(model, a_hat, parts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                 preset=preset, parts_file=parts_file)
+                                 preset=preset, parts_file=parts_file, threads=threads)
     return Partition(prepared, a_hat, vector, info, partition_metrics(a_hat, vector, parts), source)
 
 
@@ -200,7 +201,7 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
 def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
                feature_norm: str, vertex_order: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
-    from partition.scatter import cut_and_scatter, startup_preset
+    from partition.scatter import cut_and_scatter, startup_options
 
     from .collective import agree
     from .distribute import load_own_shard
@@ -226,7 +227,7 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
                 raise InputError(f"the Partition has {source.nparts} parts but the job has {transport.size} ranks")
             return source.graph, source.a_hat, source.parts
         split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm,
-                          preset=startup_preset(model))
+                          **startup_options(model))
         return split.graph, split.a_hat, split.parts
 
     return cut_and_scatter(transport, agree(transport, on_root), vertex_order)

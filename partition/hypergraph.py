@@ -29,12 +29,14 @@ __all__ = [
     "KAHYPAR_PRESETS",
     "DEFAULT_PARTITIONER",
     "DEFAULT_PRESET",
+    "HYPERGRAPH_PARTITIONERS",
     "column_net",
     "hypergraph_parts",
     "partition_nets",
 ]
 
 DEFAULT_PARTITIONER = "mtkahypar"
+HYPERGRAPH_PARTITIONERS = ("mtkahypar", "kahypar")
 # The project default for Mt-KaHyPar is "auto": QUALITY followed by 5 V-cycles
 # for nparts <= AUTO_VCYCLES_MAX_PARTS, the tool's DEFAULT preset above that.
 # Measured on soc-Slashdot0902, epsilon = 0.03, 2 cores (benchmarks/partitioners.py,

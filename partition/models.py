@@ -5,7 +5,7 @@ Every model returns an int64 array ``parts`` of length n with values in
 
 * ``random``      -- a seeded random permutation dealt round-robin (part sizes differ by <= 1);
 * ``contiguous``  -- balanced blocks of consecutive vertex ids;
-* ``graph``       -- METIS edge-cut partition of the symmetrised graph of Â;
+* ``graph``       -- METIS or KaMinPar edge-cut partition of the symmetrised graph of Â;
 * ``hypergraph``  -- km1 partition of the column-net hypergraph of Â (exact volume model);
 * ``stochastic``  -- km1 partition of the column nets of sampled minibatch subgraphs (SHP);
 * ``external``    -- a part file computed elsewhere.
@@ -28,12 +28,14 @@ from distgcn.errors import InputError
 from distgcn.partition_dir import file_sha256
 
 from .external import external_parts
+from . import kaminpar_graph
 from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
+from .hypergraph import HYPERGRAPH_PARTITIONERS
 from .weights import vertex_weights
 
 GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
-"""Models whose partitioner (METIS, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it returns:
-their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
+"""Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it
+returns: their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
 
 if TYPE_CHECKING:
     from distgcn.config import SamplerSpec
@@ -45,6 +47,8 @@ __all__ = [
     "hypergraph_parts",
     "external_parts",
     "symmetric_graph",
+    "graph_partitioner",
+    "check_partitioner",
     "compute_parts",
 ]
 
@@ -90,8 +94,12 @@ def contiguous_parts(n: int, nparts: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# graph model (METIS)
+# graph model (METIS or KaMinPar)
 # ---------------------------------------------------------------------------
+
+GRAPH_PARTITIONERS = ("metis", "kaminpar")
+KAMINPAR_MIN_NNZ = 10_000_000
+"""From this many nonzeros of Â the graph model runs KaMinPar unless told otherwise (docs/partitioning.md)."""
 
 
 def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
@@ -110,30 +118,75 @@ def symmetric_graph(a_hat: sp.spmatrix) -> sp.csr_matrix:
     return sym
 
 
-def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0,
-                vertex_weight: str = "nonzeros") -> np.ndarray:
-    """METIS k-way edge-cut partition of the undirected graph of ``a_hat``.
+def graph_partitioner(partitioner: str | None, nnz: int) -> str:
+    """The graph model's tool: the one named, else KaMinPar from :data:`KAMINPAR_MIN_NNZ` nonzeros of Â, else METIS."""
+    if partitioner is None:
+        return "kaminpar" if nnz >= KAMINPAR_MIN_NNZ else "metis"
+    name = partitioner.lower()
+    if name not in GRAPH_PARTITIONERS:
+        raise InputError(f"unknown graph partitioner '{partitioner}': expected {' or '.join(GRAPH_PARTITIONERS)}")
+    return name
 
-    Vertex weights: :func:`partition.weights.vertex_weights` (default: nonzeros
-    of the row of Â, the work of the row in the SpMM), unit edge costs;
-    METIS' ``ufactor = int(1000 * epsilon)`` bounds every part's weight by
-    about ``(1 + epsilon)`` times the average.
+
+def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0,
+                vertex_weight: str = "nonzeros", *, partitioner: str | None = None, preset: str | None = None,
+                threads: int | None = None, return_info: bool = False):
+    """k-way edge-cut partition of the undirected graph of ``a_hat`` by METIS or KaMinPar.
+
+    ``partitioner`` None picks by size (:func:`graph_partitioner`). Vertex
+    weights: :func:`partition.weights.vertex_weights` (default: nonzeros of
+    the row of Â, the work of the row in the SpMM), unit edge costs; every
+    part's weight stays within about ``(1 + epsilon)`` times the average
+    (METIS: ``ufactor = int(1000 * epsilon)``). ``preset`` and ``threads``
+    are KaMinPar's (:func:`partition.kaminpar_graph.kaminpar_parts`); METIS
+    runs on one thread and has no presets. Returns int64 part ids; with
+    ``return_info`` also the settings for meta.json.
     """
     n = _check_matrix(a_hat)
     _check_n_nparts(n, nparts)
     _check_epsilon(epsilon)
+    tool = graph_partitioner(partitioner, a_hat.nnz)
+    if preset is not None:
+        _check_graph_preset(partitioner, preset)
+    info: dict = {"partitioner": tool, "objective": "cut"}
     if nparts == 1:
-        return np.zeros(n, dtype=np.int64)
+        parts = np.zeros(n, dtype=np.int64)
+    elif tool == "kaminpar":
+        sym = symmetric_graph(a_hat)
+        graph = kaminpar_graph.load_graph(sym.indptr, sym.indices, vertex_weights(a_hat, vertex_weight))
+        del sym  # KaMinPar holds its own copy
+        parts, extra = kaminpar_graph.kaminpar_parts(graph, nparts, epsilon=epsilon, seed=seed, threads=threads,
+                                                     preset=preset)
+        info.update(extra)
+    else:
+        parts = _metis_parts(a_hat, nparts, epsilon, seed, vertex_weight)
+        info["ufactor"] = _ufactor(epsilon)
+    return (parts, info) if return_info else parts
+
+
+def _check_graph_preset(partitioner: str | None, preset: str) -> None:
+    """A preset names a KaMinPar context, so it comes with ``--partitioner kaminpar`` (METIS has none)."""
+    if (partitioner or "").lower() != "kaminpar":
+        raise InputError(f"--preset {preset}: the graph model's presets are KaMinPar's; add --partitioner kaminpar "
+                         "(METIS has none)")
+    kaminpar_graph.kaminpar_preset(preset)
+
+
+def _ufactor(epsilon: float) -> int:
+    return max(1, int(round(epsilon * 1000)))
+
+
+def _metis_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float, seed: int, vertex_weight: str) -> np.ndarray:
     import pymetis
 
+    n = int(a_hat.shape[0])
     sym = symmetric_graph(a_hat)
     idx = pymetis.zero_copy_dtype()
     xadj = sym.indptr.astype(idx, copy=False)
     adjncy = sym.indices.astype(idx, copy=False)
     del sym
     vweights = vertex_weights(a_hat, vertex_weight).astype(idx)
-    ufactor = max(1, int(round(epsilon * 1000)))
-    options = pymetis.Options(seed=int(seed), ufactor=ufactor)
+    options = pymetis.Options(seed=int(seed), ufactor=_ufactor(epsilon))
     # k-way for every k: its ufactor is the documented bound on the final
     # partition (recursive bisection applies it per bisection level).
     _, membership = pymetis.part_graph(
@@ -148,6 +201,26 @@ def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: in
 # ---------------------------------------------------------------------------
 # dispatcher
 # ---------------------------------------------------------------------------
+
+
+MODEL_PARTITIONERS = {"graph": GRAPH_PARTITIONERS, "hypergraph": HYPERGRAPH_PARTITIONERS,
+                      "stochastic": HYPERGRAPH_PARTITIONERS}
+"""The tools ``--partitioner`` may name for each model; the other models run none."""
+
+
+def check_partitioner(model: str, partitioner: str | None, preset: str | None = None) -> None:
+    """Refuse a ``--partitioner`` the model cannot use, or a graph-model preset without KaMinPar, before any load."""
+    if model == "graph" and preset is not None:
+        _check_graph_preset(partitioner, preset)
+    if partitioner is None or model not in PARTITION_MODELS:
+        return
+    allowed = MODEL_PARTITIONERS.get(model, ())
+    if partitioner.lower() in allowed:
+        return
+    users = [name for name, tools in MODEL_PARTITIONERS.items() if partitioner.lower() in tools]
+    uses = f"uses {' or '.join(allowed)}" if allowed else "runs no partitioner"
+    where = f" ({partitioner} partitions --model {' and '.join(users)})" if users else ""
+    raise InputError(f"--partitioner {partitioner}: the {model} model {uses}{where}")
 
 
 def _version(dist: str) -> str:
@@ -187,6 +260,7 @@ def compute_parts(
     n = _check_matrix(a_hat)
     model = (model or "").lower()
     _check_n_nparts(n, nparts)
+    check_partitioner(model, partitioner, preset)
     if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
         what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
         raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
@@ -203,15 +277,11 @@ def compute_parts(
     elif model == "contiguous":
         parts = contiguous_parts(n, nparts)
     elif model == "graph":
-        if partitioner not in (None, "metis"):
-            raise InputError(f"the graph model uses METIS; partitioner '{partitioner}' is not available")
-        if preset is not None:
-            raise InputError("the graph model (METIS) has no presets")
-        parts = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed, vertex_weight=vertex_weight)
-        info.update(epsilon=float(epsilon), seed=int(seed), partitioner="metis", objective="cut",
-                    vertex_weight=vertex_weight,
-                    ufactor=max(1, int(round(epsilon * 1000))))
-        versions["pymetis"] = _version("pymetis")
+        parts, extra = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed, vertex_weight=vertex_weight,
+                                   partitioner=partitioner, preset=preset, threads=threads, return_info=True)
+        info.update(epsilon=float(epsilon), seed=int(seed), vertex_weight=vertex_weight, **extra)
+        package = "pymetis" if extra["partitioner"] == "metis" else "kaminpar"
+        versions[package] = _version(package)
     elif model == "hypergraph":
         _check_epsilon(epsilon)
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()

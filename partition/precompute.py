@@ -23,7 +23,7 @@ from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 
 from .metrics import partition_metrics
-from .models import GIL_HOLDING_MODELS, compute_parts
+from .models import GIL_HOLDING_MODELS, check_partitioner, compute_parts
 from .shards import iter_shards
 from .stochastic import sampling_report
 
@@ -45,20 +45,22 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, force: bool = False, quiet: bool = False,
                     verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros") -> dict:
+                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros", threads: int | None = None) -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     Progress goes to stderr (see :mod:`distgcn.progress`): none with ``quiet``, details with ``verbose``.
     ``sampler`` and ``shp`` configure the stochastic model (see :func:`partition.models.compute_parts`);
     ``vertex_order`` numbers each shard's rows (:data:`distgcn.config.VERTEX_ORDERS`);
-    ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`).
+    ``vertex_weight`` is what the partition balances (:func:`partition.weights.vertex_weights`);
+    ``threads`` are Mt-KaHyPar's and KaMinPar's (default: all cores).
     """
+    check_partitioner(model, partitioner, preset)  # before the load, which may take minutes
     inputs = input_paths(options.spec, parts_file)
     out = check_output(out, force, inputs)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
     done = partition_graph(options, nparts, model, progress, epsilon=epsilon, seed=seed, partitioner=partitioner,
                            preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                           vertex_weight=vertex_weight)
+                           vertex_weight=vertex_weight, threads=threads)
     return save_partition(out, done.graph, done.a_hat, done.parts, done.info, done.metrics, graph_source(options),
                           progress, vertex_order, force=force, inputs=inputs)
 
@@ -66,12 +68,13 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
 def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Progress, *, epsilon: float = 0.03,
                     seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                     parts_file: str | None = None, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_weight: str = "nonzeros") -> Partitioned:
+                    vertex_weight: str = "nonzeros", threads: int | None = None) -> Partitioned:
     """Load and prepare a graph, compute its part vector and measure its communication (arguments as
     :func:`write_partition`'s)."""
     graph, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
                                                    partitioner=partitioner, preset=preset, parts_file=parts_file,
-                                                   sampler=sampler, shp=shp, vertex_weight=vertex_weight)
+                                                   sampler=sampler, shp=shp, vertex_weight=vertex_weight,
+                                                   threads=threads)
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(metrics_line(metrics))
@@ -81,8 +84,8 @@ def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Pr
 def load_and_partition(options: GraphOptions, nparts: int, model: str, progress: Progress, *,
                        epsilon: float = 0.03, seed: int = 0, partitioner: str | None = None,
                        preset: str | None = None, parts_file: str | None = None, sampler: SamplerSpec | None = None,
-                       shp: dict | None = None,
-                       vertex_weight: str = "nonzeros") -> tuple[Graph, sp.csr_matrix, np.ndarray, dict]:
+                       shp: dict | None = None, vertex_weight: str = "nonzeros",
+                       threads: int | None = None) -> tuple[Graph, sp.csr_matrix, np.ndarray, dict]:
     """The graph, Â, the part vector and what the partitioning model reported (not yet measured)."""
     with progress.phase(f"loading {options.spec}") as phase:
         graph, a_hat = prepare_graph(options)
@@ -91,7 +94,7 @@ def load_and_partition(options: GraphOptions, nparts: int, model: str, progress:
         with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
             parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
                                         preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                                        vertex_weight=vertex_weight)
+                                        vertex_weight=vertex_weight, threads=threads)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     if "shp" in info:
         report, warning = sampling_report(info["shp"])

@@ -52,6 +52,7 @@ from distgcn.progress import Progress
 from distgcn.shard import Shard
 
 from .metrics import summarize
+from .models import check_partitioner
 from .precompute import load_and_partition, metrics_line
 from .shards import OwnedRows, Plan, ShardIdentity, assemble_shard, part_order, vertex_arrays
 
@@ -247,6 +248,7 @@ def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Pat
         if group.size != nparts:
             raise InputError(f"--parts {nparts} but the job has {group.size} MPI ranks: rank-written shards need "
                              f"one rank per part (mpiexec -n {nparts} distgcn partition ...), or run one process")
+        check_partitioner(model, partitioning.get("partitioner"), partitioning.get("preset"))  # before the load
         return check_output(out, force, inputs)
 
     out = agree(group, check)

@@ -23,23 +23,25 @@ from .models import compute_parts
 from .shards import iter_shards
 
 
-def startup_preset(model: str) -> str | None:
-    """The preset of a partition made when training starts: Mt-KaHyPar's deterministic one for the hypergraph
-    model, whose part vector depends on the seed only (not on the thread count), so that a resumed run
-    partitions again into the partition its checkpoints were written for."""
-    return "deterministic" if model == "hypergraph" else None
+def startup_options(model: str) -> dict:
+    """The partitioner settings of a partition made when training starts, chosen so that the part vector depends
+    on the seed only and a resumed run partitions again into the partition its checkpoints were written for:
+    Mt-KaHyPar's deterministic preset for the hypergraph model (whatever the thread count), one thread for the
+    graph model (KaMinPar is reproducible on one thread only; METIS always runs on one)."""
+    if model == "hypergraph":
+        return {"preset": "deterministic"}
+    return {"threads": 1} if model == "graph" else {}
 
 
 def build_and_scatter(transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03,
                       vertex_order: str = "rcm") -> Shard:
     """Rank 0 loads and partitions the graph, then sends every rank its shard."""
-    preset = startup_preset(model)
-
     def load_on_root() -> tuple[Graph, sp.csr_matrix, np.ndarray] | None:
         if transport.rank != 0:
             return None
         graph, a_hat = prepare_graph(options)
-        parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed, preset=preset)
+        parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed,
+                                     **startup_options(model))
         return graph, a_hat, parts
 
     return cut_and_scatter(transport, agree(transport, load_on_root), vertex_order)

@@ -463,7 +463,8 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
         logits = trainer.model(trainer.inputs, trainer.aggregation, shard.global_ids, 0)
     storages[logits.untyped_storage().data_ptr()] = logits.untyped_storage().nbytes()
     graph = trainer.aggregation
-    for held in [*trainer.model.parameters(), trainer.inputs, *((graph.dst, graph.src) if config.conv == "gat" else ())]:
+    edge_lists = (graph.dst, graph.src) if config.conv == "gat" else ()
+    for held in [*trainer.model.parameters(), trainer.inputs, *edge_lists]:
         storages.pop(held.untyped_storage().data_ptr(), None)
     widths = config.widths(7, shard.num_classes)
     n, h, edges = shard.n_owned, shard.n_halo, shard.owned_block.nnz + shard.halo_block.nnz

@@ -313,8 +313,10 @@ def test_compute_parts_unknown_and_incomplete(grid_hat):
         compute_parts("stochastic", grid_hat, 2)
     with pytest.raises(InputError, match="unknown partitioning model"):
         compute_parts("spectral", grid_hat, 2)
-    with pytest.raises(InputError, match="METIS"):
+    with pytest.raises(InputError) as err:
         compute_parts("graph", grid_hat, 2, partitioner="kahypar")
+    assert str(err.value) == ("--partitioner kahypar: the graph model uses metis or kaminpar "
+                              "(kahypar partitions --model hypergraph and stochastic)")
 
 
 def test_work_weights_add_the_mean_row_and_the_partition_balances_them() -> None:
@@ -495,8 +497,22 @@ def test_compute_parts_stochastic_records_the_sampler_and_names_the_tool_only_wh
     ("contiguous", {"vertex_weight": "work"},
      "--vertex-weight: the contiguous model balances vertex counts, not weights"),
     ("", {"vertex_weight": "work"}, "--vertex-weight: the unnamed model balances vertex counts, not weights"),
-    ("graph", {"preset": "fast"}, "the graph model (METIS) has no presets"),
-    ("graph", {"partitioner": "kahypar"}, "the graph model uses METIS; partitioner 'kahypar' is not available"),
+    ("graph", {"preset": "fast"},
+     "--preset fast: the graph model's presets are KaMinPar's; add --partitioner kaminpar (METIS has none)"),
+    ("graph", {"partitioner": "metis", "preset": "fast"},
+     "--preset fast: the graph model's presets are KaMinPar's; add --partitioner kaminpar (METIS has none)"),
+    ("graph", {"partitioner": "kaminpar", "preset": "terapart"},
+     "unknown kaminpar preset 'terapart': expected one of default, fast, eco, strong"),
+    ("graph", {"partitioner": "kahypar"},
+     "--partitioner kahypar: the graph model uses metis or kaminpar (kahypar partitions --model hypergraph and "
+     "stochastic)"),
+    ("hypergraph", {"partitioner": "kaminpar"},
+     "--partitioner kaminpar: the hypergraph model uses mtkahypar or kahypar (kaminpar partitions --model graph)"),
+    ("stochastic", {"partitioner": "metis"},
+     "--partitioner metis: the stochastic model uses mtkahypar or kahypar (metis partitions --model graph)"),
+    ("random", {"partitioner": "kaminpar"},
+     "--partitioner kaminpar: the random model runs no partitioner (kaminpar partitions --model graph)"),
+    ("contiguous", {"partitioner": "patoh"}, "--partitioner patoh: the contiguous model runs no partitioner"),
     ("hypergraph", {"epsilon": 0.0}, "epsilon (allowed imbalance) must be > 0, got 0.0"),
     ("stochastic", {"sampler": "node", "epsilon": float("inf")}, "epsilon (allowed imbalance) must be > 0, got inf"),
     ("stochastic", {}, "the stochastic model needs a sampler (--sampler and --batch-size)"),
@@ -547,13 +563,22 @@ def _spy(monkeypatch, name, result):
 
 
 def test_compute_parts_hands_every_option_to_the_graph_model(monkeypatch):
+    from importlib import metadata
+
     a = _path(8)
-    calls = _spy(monkeypatch, "graph_parts", np.zeros(8, dtype=np.int64))
     _, info = compute_parts("graph", a, 2, epsilon=0.8, seed=5, partitioner="metis", vertex_weight="work")
-    assert calls == [((a, 2), {"epsilon": 0.8, "seed": 5, "vertex_weight": "work"})]
     assert info["ufactor"] == 800  # round(1000 epsilon)
+    assert info["versions"]["pymetis"] == metadata.version("pymetis")
     _, info = compute_parts("graph", a, 2, epsilon=0.0004)
     assert info["ufactor"] == 1  # at least 1
+    extra = {"partitioner": "kaminpar", "objective": "cut", "threads": 3, "preset": "fast"}
+    calls = _spy(monkeypatch, "graph_parts", (np.zeros(8, dtype=np.int64), extra))
+    _, info = compute_parts("graph", a, 2, epsilon=0.8, seed=5, partitioner="KaMinPar", preset="fast", threads=3,
+                            vertex_weight="work")
+    assert calls == [((a, 2), {"epsilon": 0.8, "seed": 5, "vertex_weight": "work", "partitioner": "KaMinPar",
+                               "preset": "fast", "threads": 3, "return_info": True})]
+    assert {k: info[k] for k in extra} == extra and info["epsilon"] == 0.8 and info["seed"] == 5
+    assert info["versions"]["kaminpar"] == metadata.version("kaminpar") and "pymetis" not in info["versions"]
 
 
 @pytest.mark.parametrize("tool_version", ["9.9.9", None])

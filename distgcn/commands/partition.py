@@ -8,10 +8,11 @@ from ..config import DEFAULT_PARTITION_MODEL, PARTITION_MODELS
 from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
 from .options import add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int
 
-PARTITIONERS = ("kahypar", "mtkahypar", "metis")
+PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from partition.models import KAMINPAR_MIN_NNZ
     from partition.weights import VERTEX_WEIGHTS
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
@@ -25,11 +26,16 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            "communication volume)")
     part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
     part.add_argument("--partitioner", choices=PARTITIONERS,
-                      help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")
+                      help="tool for the model (hypergraph, stochastic: mtkahypar by default, or kahypar; graph: "
+                           f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named)")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
                                        "P <= 8, the tool's default above], default, quality, quality_v3, "
                                        "quality_v5, highest_quality, deterministic, deterministic_quality, "
-                                       "large_k; kahypar: fast [default], quality)")
+                                       "large_k; kahypar: fast [default], quality; kaminpar: default [default], "
+                                       "fast, eco, strong)")
+    part.add_argument("--threads", type=positive_int, metavar="T",
+                      help="threads of mtkahypar and kaminpar (default: all cores; metis and kahypar use one). "
+                           "kaminpar gives the same parts for the same seed on one thread only")
     part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
     part.add_argument("--seed", type=int, default=0,
                       help="seed of the partitioner and of random features (default: 0)")
@@ -79,7 +85,7 @@ def _partitioning(args: argparse.Namespace) -> dict:
     return {"epsilon": args.epsilon, "seed": args.seed, "partitioner": args.partitioner, "preset": args.preset,
             "parts_file": args.parts_file, "sampler": sampler_spec(args),
             "shp": {"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta, "shp_samples": args.shp_samples},
-            "vertex_weight": args.vertex_weight}
+            "vertex_weight": args.vertex_weight, "threads": args.threads}
 
 
 def _run_on_ranks(args: argparse.Namespace, options) -> int:
