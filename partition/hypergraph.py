@@ -54,7 +54,11 @@ DEFAULT_PARTITIONER = "mtkahypar"
 # 400 s, hence DEFAULT for large P (P=512: 40 s).
 DEFAULT_PRESET = {"mtkahypar": "auto", "kahypar": "fast"}
 AUTO_VCYCLES_MAX_PARTS = 8
-# Above this many pins (nonzeros of Â) auto is DEFAULT whatever nparts (issue #16; benchmarks/hypergraph_scale.py).
+# Above this many pins (nonzeros of Â) auto is DEFAULT whatever nparts (issue #16). Measured on R-MAT graphs
+# (edge_factor 12), P = 4, 2 threads, CPU seconds of the partition call (benchmarks/hypergraph_scale.py): QUALITY
+# + 5 V-cycles costs 2.9x DEFAULT for 1.8% less km1 at 7.9*10^5 pins (23.8 vs 8.1 s), and DEFAULT alone grows a
+# little faster than the pins (8.1, 51, 279 s at 0.79, 3.2, 13.2 * 10^6). The limit keeps the V-cycles to about a
+# minute on 2 cores (soc-Slashdot0902, 1.09*10^6 pins, keeps them: 15-30 s).
 AUTO_VCYCLES_MAX_PINS = 2_000_000
 
 # name -> (Mt-KaHyPar PresetType, number of V-cycles after the first partition)
@@ -257,7 +261,8 @@ def hypergraph_parts(
     ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
     highest_quality, deterministic, deterministic_quality, large_k;
     quality_v3 / quality_v5 = quality + 3 / 5 V-cycles; and auto, the project
-    default = quality_v5 for nparts <= 8, default above) or ``"kahypar"``
+    default = quality_v5 for nparts <= 8 on at most 2*10^6 pins, default
+    otherwise: :func:`resolve_auto`) or ``"kahypar"``
     (presets: fast, quality -- the ini files in ``partition/presets``).
     ``threads`` and ``vcycles`` (override of the preset's V-cycles) apply to
     Mt-KaHyPar only; threads default to all cores. Only the deterministic

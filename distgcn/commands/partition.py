@@ -12,6 +12,7 @@ PARTITIONERS = ("kahypar", "mtkahypar", "metis")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from partition.hypergraph import AUTO_VCYCLES_MAX_PARTS, AUTO_VCYCLES_MAX_PINS
     from partition.weights import VERTEX_WEIGHTS
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
@@ -26,7 +27,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     part.add_argument("--partitioner", choices=PARTITIONERS,
                       help="tool for the model (hypergraph: mtkahypar by default; graph: metis)")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
-                                       "P <= 8, the tool's default above], default, quality, quality_v3, "
+                                       f"P <= {AUTO_VCYCLES_MAX_PARTS} on at most {AUTO_VCYCLES_MAX_PINS:,} "
+                                       "nonzeros of Â, the tool's default otherwise], default, quality, quality_v3, "
                                        "quality_v5, highest_quality, deterministic, deterministic_quality, "
                                        "large_k; kahypar: fast [default], quality)")
     part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
