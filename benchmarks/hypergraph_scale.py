@@ -4,7 +4,7 @@ One Mt-KaHyPar run on the column-net hypergraph of a graph's Â, handed over
 either as one Python sequence per net (``--input list``, the old path) or as an
 hMETIS file written with numpy (``--input file``). Prints one JSON line: the
 seconds and resident memory after each phase, the peak (VmHWM), km1 and the
-CSR bytes of Â. Run one configuration per process so that the peak is its own:
+CSR bytes of Â (GB = 10^9 bytes). Run one configuration per process so that the peak is its own:
 
     python benchmarks/hypergraph_scale.py --graph synthetic:rmat,scale=18,edge_factor=12 --parts 4 \\
         --preset default --input file
@@ -36,6 +36,11 @@ def _status_kib(key: str) -> int:
     raise RuntimeError(f"no {key} in /proc/self/status")
 
 
+def _gb(kib: int) -> float:
+    """GB as docs/scale.md counts them: 10^9 bytes."""
+    return round(kib * 1024 / 1e9, 3)
+
+
 class Phases:
     """Wall and CPU seconds (all threads; on a loaded machine CPU / threads estimates the idle wall time),
     resident GB and the peak so far, at the end of each named phase."""
@@ -48,8 +53,7 @@ class Phases:
     def done(self, name: str) -> None:
         now, cpu = time.perf_counter(), time.process_time()
         self.rows[name] = {"s": round(now - self._t, 2), "cpu_s": round(cpu - self._cpu, 2),
-                           "rss_gb": round(_status_kib("VmRSS") / 2**20, 3),
-                           "peak_gb": round(_status_kib("VmHWM") / 2**20, 3)}
+                           "rss_gb": _gb(_status_kib("VmRSS")), "peak_gb": _gb(_status_kib("VmHWM"))}
         self._t, self._cpu = now, cpu
 
 
@@ -117,9 +121,9 @@ def main() -> None:
     if not args.handover_only:
         km1 = int(hg.partition(ctx).km1())
         phases.done("partition")
-    print(json.dumps({"graph": args.graph, "n": int(weights.shape[0]), "nnz": nnz, "csr_gb": round(csr_bytes / 2**30, 3),
+    print(json.dumps({"graph": args.graph, "n": int(weights.shape[0]), "nnz": nnz, "csr_gb": round(csr_bytes / 1e9, 3),
                       "parts": args.parts, "preset": args.preset, "input": args.input, "threads": args.threads,
-                      "km1": km1, "peak_rss_gb": round(_status_kib("VmHWM") / 2**20, 3),
+                      "km1": km1, "peak_rss_gb": _gb(_status_kib("VmHWM")),
                       "phases": phases.rows, "loadavg": os.getloadavg()[0]}))
 
 
