@@ -19,7 +19,8 @@ Inside ``with progress.phase(...)`` a ticker thread keeps the elapsed time curre
 reports nothing (loading a graph, measuring communication): it redraws the status line every ``tick_s`` on a
 terminal and writes a line every ``log_every_s`` to a log. A thread runs only while the GIL is free, so
 around C code that holds it throughout (the partitioners) :meth:`Phase.outside_the_gil` hands the ticking
-to a small process (:mod:`distgcn.ticker_process`).
+to a small process (:mod:`distgcn.ticker_process`); inside it, :func:`c_stdout_to_ticker` lends that process
+the C code's stdout, and the process shows the step the tool's log names (Mt-KaHyPar: "coarsening").
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from types import TracebackType
 from typing import TextIO
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
+
+_ticker_input_fd: int | None = None
+"""The stdin of the ticker process running now (one per process at a time: the GIL holder's), else None."""
 
 
 def format_duration(seconds: float) -> str:
@@ -164,6 +168,7 @@ class Phase:
         self._finished = False
         self._ticker: Ticker | None = None
         self._handed_over = False  # a ticker process draws meanwhile (outside_the_gil)
+        self.step: str | None = None  # the step a tool says it is in (show_step)
         self.ticker_process: subprocess.Popen | None = None
         if progress.level >= NORMAL and announce:
             if progress.interactive:
@@ -212,11 +217,15 @@ class Phase:
         where it cannot start (a stream without one, as in tests; no process allowed), the phase only
         goes without ticks, as before.
         """
+        global _ticker_input_fd
         process = self._start_ticker_process()
+        if process is not None:
+            _ticker_input_fd = process.stdin.fileno()
         try:
             yield
         finally:
             if process is not None:
+                _ticker_input_fd = None
                 _stop_process(process)
                 with self.progress.lock:
                     self._handed_over = False
@@ -243,6 +252,20 @@ class Phase:
             self._handed_over = True
             self.ticker_process = process
             return process
+
+    def show_step(self, step: str) -> None:
+        """Name the step the work is in now (a tool's own phase): drawn, or logged, at once."""
+        p = self.progress
+        with p.lock:
+            self.step = step
+            if self._finished or p.level < NORMAL:
+                return
+            now = p.clock()
+            if p.interactive:
+                p._set_status(self._describe(now))
+            else:
+                self._last_shown = now
+                p._write_line(self._describe(now))
 
     def advance(self, steps: int = 1) -> None:
         self.update(self.done + steps)
@@ -292,7 +315,7 @@ class Phase:
 
     def _describe(self, now: float) -> str:
         elapsed = now - self.start
-        text = f"{self.name}: "
+        text = f"{self.name}: " + (f"{self.step}, " if self.step else "")
         if self.total:
             text += f"{self.fraction():4.0%} ({self.done}/{self.total}), {format_duration(elapsed)} elapsed"
             if 0 < self.done < self.total:
@@ -302,6 +325,27 @@ class Phase:
         else:
             text += f"{format_duration(elapsed)} elapsed"
         return text
+
+
+@contextmanager
+def c_stdout_to_ticker() -> Iterator[bool]:
+    """Inside :meth:`Phase.outside_the_gil`, send what C code prints on stdout (file descriptor 1) to the ticker
+    process, which shows the steps it recognises (:func:`distgcn.ticker_process.tool_step`) and drops the rest.
+
+    Yields whether it does: without a ticker process stdout is left alone, and the tool should stay silent.
+    """
+    fd = _ticker_input_fd
+    if fd is None:
+        yield False
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(fd, 1)
+    try:
+        yield True
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _finding_this_package(env: Mapping[str, str]) -> dict[str, str]:

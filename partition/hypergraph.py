@@ -7,12 +7,17 @@ partition equals, exactly, the total number of H rows the SpMM ``Â H`` sends
 (Çatalyürek & Aykanat, 1999; the VLDB'23 paper, Section 4).
 
 The pins of net ``j`` are column ``j`` of the CSC form of Â, so the
-hypergraph is handed over as the CSC ``indptr``/``indices`` arrays of the
-nonzero pattern, with no other copy of the structure on the Python side.
+hypergraph is built as the CSC ``indptr``/``indices`` arrays of the nonzero
+pattern, with no other copy of the structure on the Python side. Mt-KaHyPar
+reads it from an hMETIS file that numpy writes (:mod:`partition.hmetis`), not
+from one Python sequence per net (issue #16).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import threading
 from importlib import resources
 
@@ -20,8 +25,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.progress import c_stdout_to_ticker
 from distgcn.threads import available_cores
 
+from .hmetis import write_hmetis
 from .weights import vertex_weights
 
 __all__ = [
@@ -33,12 +40,14 @@ __all__ = [
     "column_net",
     "hypergraph_parts",
     "partition_nets",
+    "resolve_auto",
 ]
 
 DEFAULT_PARTITIONER = "mtkahypar"
 HYPERGRAPH_PARTITIONERS = ("mtkahypar", "kahypar")
 # The project default for Mt-KaHyPar is "auto": QUALITY followed by 5 V-cycles
-# for nparts <= AUTO_VCYCLES_MAX_PARTS, the tool's DEFAULT preset above that.
+# for nparts <= AUTO_VCYCLES_MAX_PARTS on at most AUTO_VCYCLES_MAX_PINS pins, the
+# tool's DEFAULT preset otherwise.
 # Measured on soc-Slashdot0902, epsilon = 0.03, 2 cores (benchmarks/partitioners.py,
 # benchmarks/results/partitioners-2026-11-22.json): the plain DEFAULT, QUALITY and
 # HIGHEST_QUALITY presets missed the project's P=2 target (km1 <= 28,078); QUALITY
@@ -47,10 +56,16 @@ HYPERGRAPH_PARTITIONERS = ("mtkahypar", "kahypar")
 # 400 s, hence DEFAULT for large P (P=512: 40 s).
 DEFAULT_PRESET = {"mtkahypar": "auto", "kahypar": "fast"}
 AUTO_VCYCLES_MAX_PARTS = 8
+# Above this many pins (nonzeros of Â) auto is DEFAULT whatever nparts (issue #16). Measured on R-MAT graphs
+# (edge_factor 12), P = 4, 2 threads, CPU seconds of the partition call (benchmarks/hypergraph_scale.py): QUALITY
+# + 5 V-cycles costs 2.9x DEFAULT for 1.8% less km1 at 7.9*10^5 pins (23.8 vs 8.1 s), and DEFAULT alone grows a
+# little faster than the pins (8.1, 51, 279 s at 0.79, 3.2, 13.2 * 10^6). The limit keeps the V-cycles to about a
+# minute on 2 cores (soc-Slashdot0902, 1.09*10^6 pins, keeps them: 15-30 s).
+AUTO_VCYCLES_MAX_PINS = 2_000_000
 
 # name -> (Mt-KaHyPar PresetType, number of V-cycles after the first partition)
 MTKAHYPAR_PRESETS = {
-    "auto": None,  # resolved by _resolve_auto()
+    "auto": None,  # resolved by resolve_auto()
     "default": ("DEFAULT", 0),
     "quality": ("QUALITY", 0),
     "quality_v3": ("QUALITY", 3),
@@ -62,8 +77,10 @@ MTKAHYPAR_PRESETS = {
 }
 
 
-def _resolve_auto(nparts: int) -> str:
-    return "quality_v5" if nparts <= AUTO_VCYCLES_MAX_PARTS else "default"
+def resolve_auto(nparts: int, num_pins: int) -> str:
+    """The preset "auto" stands for: V-cycles where they pay and finish (few parts, a small hypergraph)."""
+    small = nparts <= AUTO_VCYCLES_MAX_PARTS and num_pins <= AUTO_VCYCLES_MAX_PINS
+    return "quality_v5" if small else "default"
 
 
 KAHYPAR_PRESETS = {
@@ -132,16 +149,30 @@ def _mtkahypar(threads: int | None):
         return _MTK, _MTK_THREADS
 
 
-def _nets_as_list(indptr: np.ndarray, pins: np.ndarray) -> list[np.ndarray]:
-    # Mt-KaHyPar's Python API takes one sequence per net; views into `pins`
-    # (no copy of the pins) are the cheapest form it accepts.
-    return np.split(pins, indptr[1:-1])
+def _read_by_mtkahypar(mtk, ctx, indptr, pins, weights, net_weights):
+    """Mt-KaHyPar's hypergraph of the nets, through an hMETIS file in a temporary directory (under ``TMPDIR``).
+
+    Mt-KaHyPar's reader drops single-pin nets, which never count in km1; the
+    partition is the one its in-memory constructor gives without them.
+    """
+    import mtkahypar
+
+    with contextlib.ExitStack() as stack:
+        try:
+            path = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="distgcn-hmetis-")),
+                                "nets.hgr")
+            write_hmetis(path, indptr, pins, weights, net_weights)
+        except OSError as err:
+            raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar ({int(pins.shape[0])} pins, about "
+                             f"{8 * int(pins.shape[0]) // 2**20 + 1} MiB) in {tempfile.gettempdir()}: "
+                             f"{err.strerror or err}; point TMPDIR at a directory with room") from err
+        return mtk.hypergraph_from_file(path, ctx, mtkahypar.FileFormat.HMETIS)
 
 
 def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset, threads, vcycles):
     import mtkahypar
 
-    resolved = _resolve_auto(nparts) if preset == "auto" else preset
+    resolved = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
     name, preset_vcycles = MTKAHYPAR_PRESETS[resolved]
     if not hasattr(mtkahypar.PresetType, name):
         raise InputError(f"Mt-KaHyPar {mtkahypar.__version__} has no preset {name}")
@@ -152,11 +183,10 @@ def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, se
     ctx.num_vcycles = vcycles
     ctx.logging = False
     mtkahypar.set_seed(int(seed))
-    n = weights.shape[0]
-    nets = _nets_as_list(indptr, pins)
-    hg = mtk.create_hypergraph(ctx, n, len(nets), nets, weights, net_weights)
-    del nets
-    phg = hg.partition(ctx)
+    hg = _read_by_mtkahypar(mtk, ctx, indptr, pins, weights, net_weights)
+    with c_stdout_to_ticker() as shown:  # its log names the step it is in: the progress line shows it
+        ctx.logging = shown
+        phg = hg.partition(ctx)
     parts = np.asarray(phg.get_partition(), dtype=np.int64)
     info = {"threads": nthreads, "vcycles": vcycles, "resolved_preset": resolved, "mtkahypar_preset": name,
             "km1_reported": int(phg.km1()), "version": _mtkahypar_version()}
@@ -233,7 +263,8 @@ def hypergraph_parts(
     ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
     highest_quality, deterministic, deterministic_quality, large_k;
     quality_v3 / quality_v5 = quality + 3 / 5 V-cycles; and auto, the project
-    default = quality_v5 for nparts <= 8, default above) or ``"kahypar"``
+    default = quality_v5 for nparts <= 8 on at most 2*10^6 pins, default
+    otherwise: :func:`resolve_auto`) or ``"kahypar"``
     (presets: fast, quality -- the ini files in ``partition/presets``).
     ``threads`` and ``vcycles`` (override of the preset's V-cycles) apply to
     Mt-KaHyPar only; threads default to all cores. Only the deterministic

@@ -102,10 +102,6 @@ def test_mtkahypar_takes_the_preset_and_the_vcycles_asked_for():
     assert info["threads"] >= 1 and info["version"]
 
 
-def test_auto_preset_switches_after_8_parts():
-    assert (hg._resolve_auto(8), hg._resolve_auto(9)) == ("quality_v5", "default")
-
-
 def test_as_many_parts_as_vertices_is_allowed():
     parts = hg.hypergraph_parts(A, 3, epsilon=1.0, partitioner="kahypar")
     assert sorted(parts.tolist()) == [0, 1, 2]

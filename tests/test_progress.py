@@ -22,7 +22,8 @@ from datetime import datetime
 import pytest
 
 from distgcn.cli import main
-from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, format_duration
+from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, c_stdout_to_ticker, format_duration
+from distgcn.ticker_process import tool_step
 
 from conftest import distgcn_in_process, run_distgcn_in_process
 
@@ -388,3 +389,58 @@ def test_the_ticker_thread_stays_silent_while_the_process_ticks():
     read_to_end(read_end)
     os.close(read_end)
     assert "8m20s" not in written
+
+
+@pytest.mark.parametrize("line, step", [
+    ("*                                Coarsening...                                 * ", "coarsening"),
+    ("*                           Initial Partitioning...                            *", "initial partitioning"),
+    ("*                             Partitioning Result                              * ", None),
+    ("Coarsening...", None),
+    ("# HNs: 4096  # HEs: 4096  # pins: 32781", None),
+])
+def test_the_steps_of_mtkahypars_log(line, step):
+    assert tool_step(line) == step
+
+
+@pytest.mark.parametrize("interactive, shown", [(False, "2026-01-02 03:04:05 partitioning: coarsening, 7.0s elapsed\n"),
+                                                (True, "\r\033[Kpartitioning: coarsening, 7.0s elapsed")])
+def test_a_step_is_shown_at_once_and_with_every_later_line(interactive, shown):
+    progress, stream, clock = make(interactive=interactive)
+    with progress.phase("partitioning") as phase:
+        clock.now = 7.0
+        phase.show_step("coarsening")
+        assert stream.getvalue().endswith(shown)
+        clock.now = 40.0
+        phase.tick()
+        assert "partitioning: coarsening, 40.0s elapsed" in stream.getvalue()
+
+
+def test_without_a_ticker_process_c_stdout_stays_where_it_was():
+    with c_stdout_to_ticker() as shown:
+        assert shown is False
+
+
+@pytest.mark.mpi  # starts the ticker process
+def test_the_ticker_process_shows_the_step_the_c_code_prints_on_stdout():
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w")
+    progress = Progress(NORMAL, stream, interactive=False, log_every_s=600, tick_s=0.01)
+    stdout_before = os.fstat(1)
+    step_line = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d partitioning: coarsening, \d+\.\ds elapsed$", re.M)
+    with progress.phase("partitioning") as phase:
+        with phase.outside_the_gil():
+            drain(read_end)  # the start of the phase; the process logs nothing more for 600 s unless told a step
+            with c_stdout_to_ticker() as shown:
+                assert shown is True
+                os.write(1, b"# pins: 32781\n*      Coarsening...      *\n")  # as C code writes: on the descriptor
+                assert poll_holding_the_gil(read_end, 60), "the step was not shown while the GIL was held"
+            written, deadline = "", time.monotonic() + 30
+            while not step_line.search(written) and time.monotonic() < deadline:
+                written += drain(read_end)
+                time.sleep(0.01)
+    assert (os.fstat(1).st_dev, os.fstat(1).st_ino) == (stdout_before.st_dev, stdout_before.st_ino)
+    stream.close()
+    read_to_end(read_end)
+    os.close(read_end)
+    assert step_line.search(written), written
+    assert "pins" not in written

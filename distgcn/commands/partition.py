@@ -12,6 +12,7 @@ PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from partition.hypergraph import AUTO_VCYCLES_MAX_PARTS, AUTO_VCYCLES_MAX_PINS
     from partition.models import KAMINPAR_MIN_NNZ
     from partition.weights import VERTEX_WEIGHTS
 
@@ -29,7 +30,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="tool for the model (hypergraph, stochastic: mtkahypar by default, or kahypar; graph: "
                            f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named)")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
-                                       "P <= 8, the tool's default above], default, quality, quality_v3, "
+                                       f"P <= {AUTO_VCYCLES_MAX_PARTS} on at most {AUTO_VCYCLES_MAX_PINS:,} "
+                                       "nonzeros of Â, the tool's default otherwise], default, quality, quality_v3, "
                                        "quality_v5, highest_quality, deterministic, deterministic_quality, "
                                        "large_k; kahypar: fast [default], quality; kaminpar: default [default], "
                                        "fast, eco, strong)")
