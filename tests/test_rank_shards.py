@@ -125,3 +125,22 @@ def test_shard_fault_acts_only_where_asked(monkeypatch):
     monkeypatch.setenv(FAIL_SHARD_ENV, "two")
     with pytest.raises(InjectedFailure, match="expected a rank"):
         inject_shard_fault(0)
+
+
+def test_in_process_ranks_with_an_empty_part(tmp_path):
+    """A part that owns no vertex (an external part vector that never names it) gets an empty shard, as in one
+    process, and meta.json lists it among the empty parts."""
+    spec = random_edge_file(tmp_path / "g.txt", 80, 300, seed=4)
+    n = len(np.unique(np.loadtxt(spec, dtype=np.int64)))
+    parts_file = tmp_path / "parts.txt"
+    parts_file.write_text("\n".join(str(p) for p in np.random.default_rng(1).integers(0, 2, n)) + "\n")
+    options = GraphOptions(spec, features=3, classes=2, seed=1)
+    meta = write_partition(options, tmp_path / "single", 3, "external", parts_file=str(parts_file), quiet=True)
+    assert meta["empty_parts"] == [2]
+
+    def rank_main(group) -> dict | None:
+        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 3, "external",
+                                                    parts_file=str(parts_file), quiet=True)
+
+    run_ranks(3, rank_main)
+    assert_same_directory(tmp_path / "single", tmp_path / "ranks")
