@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import random_edge_file, run_distgcn
+from conftest import distgcn_in_process, random_edge_file, run_distgcn
 
 from distgcn.faults import FAIL_SHARD_ENV, InjectedFailure, inject_shard_fault
 from distgcn.partition_dir import read_meta
@@ -144,3 +144,14 @@ def test_in_process_ranks_with_an_empty_part(tmp_path):
 
     run_ranks(3, rank_main)
     assert_same_directory(tmp_path / "single", tmp_path / "ranks")
+
+
+def test_tasks_of_another_launcher_are_refused(tmp_path):
+    """torchrun (or srun without MPI) starting several tasks would have each write the whole directory."""
+    spec = random_edge_file(tmp_path / "g.txt", 60, 200, seed=3)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    proc = distgcn_in_process(["partition", *graph_args(spec, True), "--parts", "2", "--model", "random",
+                               "--out", str(tmp_path / "out")], env=env)
+    assert proc.returncode == 2
+    assert "started as 2 torchrun tasks" in proc.stderr and "mpiexec -n P" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]
