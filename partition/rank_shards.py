@@ -54,7 +54,7 @@ from distgcn.shard import Shard
 from .metrics import summarize
 from .models import check_partitioner
 from .precompute import load_and_partition, metrics_line
-from .shards import OwnedRows, Plan, ShardIdentity, assemble_shard, part_order, vertex_arrays
+from .shards import VERTEX_FIELDS, OwnedRows, Plan, ShardIdentity, assemble_shard, part_order, vertex_arrays
 
 SCRATCH = "graph-for-ranks"
 """The folder of the staging directory that holds the graph while the ranks cut their shards."""
@@ -211,8 +211,7 @@ def cut_own_shard(rank: int, job: RankJob) -> tuple[Shard, RankCounts]:
     local_column = np.empty(n, dtype=np.int64)
     local_column[owned] = np.arange(owned.shape[0])
     plan = Plan(halo_cols, halo_owner, send_cols, send_receiver, local_column[send_cols])
-    vertex = {name: read_rows(scratch / f"{name}.npy", mine)[local] for name in
-              ("features", "labels", "train_mask", "val_mask", "test_mask")}
+    vertex = {name: read_rows(scratch / f"{name}.npy", mine)[local] for name in VERTEX_FIELDS}
     return assemble_shard(rank, job.identity, owned, OwnedRows(block, **vertex), plan, local_column), counts
 
 

@@ -76,6 +76,10 @@ class OwnedRows:
     test_mask: np.ndarray
 
 
+VERTEX_FIELDS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+"""The fields of :class:`OwnedRows` that hold per-vertex arrays (all but the block of Â)."""
+
+
 def vertex_arrays(graph: Graph) -> dict[str, np.ndarray]:
     """The per-vertex arrays a shard takes its rows of, named as :class:`OwnedRows`' fields: no features are
     zero columns, no labels -1, no mask all False."""
@@ -83,7 +87,7 @@ def vertex_arrays(graph: Graph) -> dict[str, np.ndarray]:
     labels = graph.labels if graph.labels is not None else np.full(n, -1, dtype=np.int64)
     arrays = {"features": graph.features if graph.features is not None else np.zeros((n, 0), dtype=np.float32),
               "labels": labels.astype(np.int64, copy=False)}
-    for name in ("train_mask", "val_mask", "test_mask"):
+    for name in VERTEX_FIELDS[2:]:
         mask = getattr(graph, name)
         arrays[name] = mask if mask is not None else np.zeros(n, dtype=bool)
     return arrays

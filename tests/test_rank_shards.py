@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import random_edge_file, run_distgcn
+from conftest import distgcn_in_process, random_edge_file, run_distgcn
 
 from distgcn.faults import FAIL_SHARD_ENV, InjectedFailure, inject_shard_fault
 from distgcn.partition_dir import read_meta
@@ -125,3 +125,33 @@ def test_shard_fault_acts_only_where_asked(monkeypatch):
     monkeypatch.setenv(FAIL_SHARD_ENV, "two")
     with pytest.raises(InjectedFailure, match="expected a rank"):
         inject_shard_fault(0)
+
+
+def test_in_process_ranks_with_an_empty_part(tmp_path):
+    """A part that owns no vertex (an external part vector that never names it) gets an empty shard, as in one
+    process, and meta.json lists it among the empty parts."""
+    spec = random_edge_file(tmp_path / "g.txt", 80, 300, seed=4)
+    n = len(np.unique(np.loadtxt(spec, dtype=np.int64)))
+    parts_file = tmp_path / "parts.txt"
+    parts_file.write_text("\n".join(str(p) for p in np.random.default_rng(1).integers(0, 2, n)) + "\n")
+    options = GraphOptions(spec, features=3, classes=2, seed=1)
+    meta = write_partition(options, tmp_path / "single", 3, "external", parts_file=str(parts_file), quiet=True)
+    assert meta["empty_parts"] == [2]
+
+    def rank_main(group) -> dict | None:
+        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 3, "external",
+                                                    parts_file=str(parts_file), quiet=True)
+
+    run_ranks(3, rank_main)
+    assert_same_directory(tmp_path / "single", tmp_path / "ranks")
+
+
+def test_tasks_of_another_launcher_are_refused(tmp_path):
+    """torchrun (or srun without MPI) starting several tasks would have each write the whole directory."""
+    spec = random_edge_file(tmp_path / "g.txt", 60, 200, seed=3)
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    proc = distgcn_in_process(["partition", *graph_args(spec, True), "--parts", "2", "--model", "random",
+                               "--out", str(tmp_path / "out")], env=env)
+    assert proc.returncode == 2
+    assert "started as 2 torchrun tasks" in proc.stderr and "mpiexec -n P" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]
