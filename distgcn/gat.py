@@ -25,7 +25,7 @@ from torch import nn
 
 from .dropout import dropout_key, keyed_dropout, keyed_keep_mask
 from .hashing import GOLDEN, derive_key, mix64
-from .model import glorot_matrices
+from .model import LayerStack, glorot_matrices
 from .sparse_input import SparseRows
 
 NEGATIVE_SLOPE = 0.2
@@ -96,16 +96,13 @@ def gat_parameters(widths: list[int], heads: int, output_heads: int, seed: int,
     return [(drawn[3 * i], drawn[3 * i + 1], drawn[3 * i + 2]) for i in range(len(per_layer))]
 
 
-class GAT(nn.Module):
+class GAT(LayerStack):
     """Multi-head graph attention; hidden heads concatenated (ELU), output heads averaged."""
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  heads: int = 8, output_heads: int = 1, attention_dropout: float | None = None):
-        super().__init__()
-        self.widths = list(widths)
-        self.dropout = dropout
+        super().__init__(widths, dropout, seed)
         self.attention_dropout = dropout if attention_dropout is None else attention_dropout
-        self.seed = seed
         self.heads = [output_heads if layer == len(widths) - 2 else heads for layer in range(len(widths) - 1)]
         params = gat_parameters(widths, heads, output_heads, seed, dtype)
         self.weights = nn.ParameterList(nn.Parameter(w) for w, _, _ in params)
@@ -118,28 +115,17 @@ class GAT(nn.Module):
     def first_output_width(self) -> int:
         return self.heads[0] * self.widths[1]
 
-    def forward(self, x: torch.Tensor | SparseRows, graph: AttentionGraph, row_ids: np.ndarray,
-                epoch: int) -> torch.Tensor:
-        return self.layer_outputs(x, graph, row_ids, epoch)[-1]
-
-    def layer_outputs(self, x: torch.Tensor | SparseRows, graph: AttentionGraph, row_ids: np.ndarray,
-                      epoch: int) -> list[torch.Tensor]:
-        """Each layer's output (hidden layers after ELU, heads concatenated; then the logits)."""
-        outputs = []
-        h = x
-        last = len(self.weights) - 1
-        for layer in range(last + 1):
-            p = self.dropout if self.training else 0.0
-            p_att = self.attention_dropout if self.training else 0.0
-            weight = self.weights[layer]
-            key = dropout_key(self.seed, epoch, layer)
-            z = h.matmul(weight, p, key) if isinstance(h, SparseRows) else keyed_dropout(h, row_ids, p, key) @ weight
-            out = self._attend(z, layer, graph, p_att, attention_key(self.seed, epoch, layer))
-            h = (out.mean(dim=1) if layer == last else out.flatten(1)) + self.biases[layer]
-            if layer != last:
-                h = F.elu(h)
-            outputs.append(h)
-        return outputs
+    def layer(self, layer: int, h: torch.Tensor | SparseRows, graph: AttentionGraph, row_ids: np.ndarray, epoch: int,
+              p: float) -> torch.Tensor:
+        """Hidden layers' heads concatenated, then ELU; the last layer's averaged (the logits)."""
+        weight = self.weights[layer]
+        key = dropout_key(self.seed, epoch, layer)
+        z = h.matmul(weight, p, key) if isinstance(h, SparseRows) else keyed_dropout(h, row_ids, p, key) @ weight
+        p_att = self.attention_dropout if self.training else 0.0
+        out = self._attend(z, layer, graph, p_att, attention_key(self.seed, epoch, layer))
+        if layer == len(self.weights) - 1:
+            return out.mean(dim=1) + self.biases[layer]
+        return F.elu(out.flatten(1) + self.biases[layer])
 
     def _attend(self, z: torch.Tensor, layer: int, graph: AttentionGraph, p: float, key: int) -> torch.Tensor:
         """Σ_j α_ij z_j per head, [n_owned, K, out], from this rank's rows of z (the halo rows are gathered)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -12,6 +13,9 @@ from torch import nn
 from .config import TrainConfig
 from .dropout import dropout_key, keyed_dropout, keyed_dropout_matmul
 from .sparse_input import SparseRows
+
+if TYPE_CHECKING:
+    from .gat import AttentionGraph
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
 
@@ -36,42 +40,57 @@ def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[tor
     return glorot_matrices(list(zip(widths[:-1], widths[1:])), seed, dtype)
 
 
-class GCN(nn.Module):
+class LayerStack(nn.Module):
+    """What every model shares: layers applied in order, each one's output kept (embeddings come from here),
+    dropout on only in training. A model defines :meth:`layer`."""
+
+    def __init__(self, widths: list[int], dropout: float, seed: int):
+        super().__init__()
+        self.widths = list(widths)
+        self.dropout = dropout
+        self.seed = seed
+
+    @property
+    def first_output_width(self) -> int:
+        """Columns of layer 0's product with its weight (whether a sparse input pays off depends on it)."""
+        return self.widths[1]
+
+    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate | AttentionGraph, row_ids: np.ndarray,
+                epoch: int) -> torch.Tensor:
+        return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
+
+    def layer_outputs(self, x: torch.Tensor | SparseRows, aggregate: Aggregate | AttentionGraph, row_ids: np.ndarray,
+                      epoch: int) -> list[torch.Tensor]:
+        """Each layer's output, the logits last; ``aggregate`` is what the model aggregates with (trainer.py)."""
+        outputs = []
+        h = x
+        for layer in range(len(self.widths) - 1):
+            h = self.layer(layer, h, aggregate, row_ids, epoch, self.dropout if self.training else 0.0)
+            outputs.append(h)
+        return outputs
+
+    def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Aggregate | AttentionGraph,
+              row_ids: np.ndarray, epoch: int, p: float) -> torch.Tensor:
+        """Layer ``layer``'s output from its input ``h``, with dropout probability ``p`` (0 when evaluating)."""
+        raise NotImplementedError
+
+
+class GCN(LayerStack):
     """H^{l+1} = σ(Â · dropout(H^l) · W^l + b^l); σ = ReLU except on the last layer (logits)."""
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  first_layer: str = "exact"):
         """``first_layer="cached"``: the input is already Â·X, so layer 0 only drops out and multiplies by W⁰."""
-        super().__init__()
+        super().__init__(widths, dropout, seed)
         self.first_layer = first_layer
-        self.widths = list(widths)
-        self.dropout = dropout
-        self.seed = seed
         self.weights = nn.ParameterList(nn.Parameter(w) for w in glorot_weights(widths, seed, dtype))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
-    @property
-    def first_output_width(self) -> int:
-        """Columns of layer 0's product with W⁰ (whether a sparse input pays off depends on it)."""
-        return self.widths[1]
-
-    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
-                epoch: int) -> torch.Tensor:
-        return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
-
-    def layer_outputs(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
-                      epoch: int) -> list[torch.Tensor]:
-        """Each layer's output (hidden layers after ReLU, then the logits): embeddings come from here."""
-        outputs = []
-        h = x
-        last = len(self.weights) - 1
-        for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            p = self.dropout if self.training else 0.0
-            h = self._propagate(layer, h, weight, aggregate, row_ids, p, dropout_key(self.seed, epoch, layer)) + bias
-            if layer != last:
-                h = torch.relu(h)
-            outputs.append(h)
-        return outputs
+    def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray, epoch: int,
+              p: float) -> torch.Tensor:
+        key = dropout_key(self.seed, epoch, layer)
+        h = self._propagate(layer, h, self.weights[layer], aggregate, row_ids, p, key) + self.biases[layer]
+        return h if layer == len(self.weights) - 1 else torch.relu(h)
 
     def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, aggregate: Aggregate,
                    row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:

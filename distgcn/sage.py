@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from .dropout import dropout_key, keyed_dropout
-from .model import Aggregate, glorot_matrices
+from .model import Aggregate, LayerStack, glorot_matrices
 from .sparse_input import SparseRows
 
 
@@ -44,43 +44,24 @@ def sage_weights(widths: list[int], seed: int, dtype: torch.dtype,
     return drawn[:len(shapes)], drawn[len(shapes):]
 
 
-class GraphSAGE(nn.Module):
+class GraphSAGE(LayerStack):
     """h^{l+1} = σ(dropout(h^l)·W_self + mean_N(dropout(h^l))·W_neigh + b); σ = ReLU except on the last layer."""
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  root_weight: bool = True):
-        super().__init__()
-        self.widths = list(widths)
-        self.dropout = dropout
-        self.seed = seed
+        super().__init__(widths, dropout, seed)
         neigh, own = sage_weights(widths, seed, dtype, root_weight)
         self.neigh_weights = nn.ParameterList(nn.Parameter(w) for w in neigh)
         self.self_weights = nn.ParameterList(nn.Parameter(w) for w in own)
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
-    @property
-    def first_output_width(self) -> int:
-        return self.widths[1]
-
-    def forward(self, x: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray,
-                epoch: int) -> torch.Tensor:
-        return self.layer_outputs(x, aggregate, row_ids, epoch)[-1]
-
-    def layer_outputs(self, x: torch.Tensor | SparseRows, mean: Aggregate, row_ids: np.ndarray,
-                      epoch: int) -> list[torch.Tensor]:
-        """Each layer's output (hidden layers after ReLU, then the logits); ``mean`` is the distributed D⁻¹A·H."""
-        outputs = []
-        h = x
-        last = len(self.neigh_weights) - 1
-        for layer, (w_neigh, bias) in enumerate(zip(self.neigh_weights, self.biases)):
-            p = self.dropout if self.training else 0.0
-            key = dropout_key(self.seed, epoch, layer)
-            w_self = self.self_weights[layer] if len(self.self_weights) else None
-            h = self._layer(h, w_neigh, w_self, mean, row_ids, p, key) + bias
-            if layer != last:
-                h = torch.relu(h)
-            outputs.append(h)
-        return outputs
+    def layer(self, layer: int, h: torch.Tensor | SparseRows, mean: Aggregate, row_ids: np.ndarray, epoch: int,
+              p: float) -> torch.Tensor:
+        """``mean`` is the distributed D⁻¹A·H."""
+        w_self = self.self_weights[layer] if len(self.self_weights) else None
+        key = dropout_key(self.seed, epoch, layer)
+        h = self._layer(h, self.neigh_weights[layer], w_self, mean, row_ids, p, key) + self.biases[layer]
+        return h if layer == len(self.neigh_weights) - 1 else torch.relu(h)
 
     @staticmethod
     def _layer(h: torch.Tensor | SparseRows, w_neigh: torch.Tensor, w_self: torch.Tensor | None, mean: Aggregate,
