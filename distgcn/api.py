@@ -117,7 +117,8 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
           save_weights: str | Path | None = None, checkpoint_dir: str | Path | None = None,
           checkpoint_every: int | None = None, checkpoint_keep: int = 3, resume: bool = False,
           quiet: bool = True, verbose: bool = False, transport: Transport | None = None) -> TrainResult:
-    """Train a GCN (or ``conv`` = "sage", "gat") as ``distgcn train`` does, on this process's rank; collective under mpiexec.
+    """Train a GCN (``conv`` "sage", "gat": GraphSAGE, GAT) as ``distgcn train`` does, on this process's rank;
+    collective under mpiexec.
 
     ``source``: a partition directory (each rank reads its own shard), a
     :class:`Partition` with as many parts as ranks, or a graph, which rank 0

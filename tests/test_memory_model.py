@@ -415,12 +415,9 @@ def test_cpu_terms_are_the_trainer_s_tensors_and_the_shard_less_what_they_share(
         assert rank["predicted"] == rank["held"]
 
 
-def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...], dropout: float) -> tuple[int, int]:
-    """(bytes of the unique storages autograd saves in a training forward, plus the logits, less the parameters'
-    and the input's; what memory.py predicts is kept, its activations less the backward's 3 n max(width) s)."""
-    shard = graph_shard(t.rank, t.size, np.float64)
-    config = TrainConfig(layers=layers, hidden=hidden, dtype="float64", dropout=dropout)
-    trainer = Trainer(shard, t, config, "numba")
+def saved_storages(trainer: Trainer, held: list[torch.Tensor]) -> dict[int, int]:
+    """Bytes of each storage autograd saves in a training forward pass, plus the logits', less the parameters',
+    the input's and those of ``held`` (tensors the rank keeps anyway)."""
     trainer.model.train()
     storages: dict[int, int] = {}
 
@@ -428,10 +425,20 @@ def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...]
         storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
         return x
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-        logits = trainer.model(trainer.inputs, trainer._aggregate, shard.global_ids, 0)
+        logits = trainer.model(trainer.inputs, trainer.aggregation, trainer.shard.global_ids, 0)
     storages[logits.untyped_storage().data_ptr()] = logits.untyped_storage().nbytes()
-    for held in [*trainer.model.parameters(), trainer.inputs]:
-        storages.pop(held.untyped_storage().data_ptr(), None)
+    for tensor in [*trainer.model.parameters(), trainer.inputs, *held]:
+        storages.pop(tensor.untyped_storage().data_ptr(), None)
+    return storages
+
+
+def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...], dropout: float) -> tuple[int, int]:
+    """(bytes of the unique storages autograd saves in a training forward, plus the logits, less the parameters'
+    and the input's; what memory.py predicts is kept, its activations less the backward's 3 n max(width) s)."""
+    shard = graph_shard(t.rank, t.size, np.float64)
+    config = TrainConfig(layers=layers, hidden=hidden, dtype="float64", dropout=dropout)
+    trainer = Trainer(shard, t, config, "numba")
+    storages = saved_storages(trainer, [])
     widths = config.widths(7, shard.num_classes)
     n = shard.n_owned
     return sum(storages.values()), memory._activations(n, widths, 8, dropout, False) - 3 * n * max(widths[1:]) * 8
@@ -453,19 +460,8 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
     the GAT's edge lists; memory.py's activations less their backward terms; the rank's edges)."""
     shard = graph_shard(t.rank, t.size, np.float64)
     trainer = Trainer(shard, t, config, "numba")
-    trainer.model.train()
-    storages: dict[int, int] = {}
-
-    def pack(x: torch.Tensor) -> torch.Tensor:
-        storages[x.untyped_storage().data_ptr()] = x.untyped_storage().nbytes()
-        return x
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-        logits = trainer.model(trainer.inputs, trainer.aggregation, shard.global_ids, 0)
-    storages[logits.untyped_storage().data_ptr()] = logits.untyped_storage().nbytes()
     graph = trainer.aggregation
-    edge_lists = (graph.dst, graph.src) if config.conv == "gat" else ()
-    for held in [*trainer.model.parameters(), trainer.inputs, *edge_lists]:
-        storages.pop(held.untyped_storage().data_ptr(), None)
+    storages = saved_storages(trainer, [graph.dst, graph.src] if config.conv == "gat" else [])
     widths = config.widths(7, shard.num_classes)
     n, h, edges = shard.n_owned, shard.n_halo, shard.owned_block.nnz + shard.halo_block.nnz
     if config.conv == "gat":

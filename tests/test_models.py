@@ -12,25 +12,13 @@ import torch
 
 from conftest import dataset, distgcn_in_process, run_distgcn_in_process
 from reference_models import reference_gat, reference_sage
-from test_training import brute_volume
+from test_training import brute_volume, directed_graph  # noqa: F401 - the fixture, shared
 
 from distgcn.prepare import GraphOptions, prepare_graph
 from partition.models import compute_parts
 
 EPOCHS = 4
 SEED = 5
-
-
-@pytest.fixture(scope="module")
-def small_graph(tmp_path_factory) -> str:
-    """A seeded random directed edge list of 120 vertices (ids not 0..n-1, some vertices with no in-edges)."""
-    rng = np.random.default_rng(21)
-    n, m = 120, 420
-    ids = np.sort(rng.choice(5_000, size=n, replace=False))
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    path = tmp_path_factory.mktemp("graphs") / "small.txt"
-    path.write_text("\n".join(f"{ids[s]}\t{ids[d]}" for s, d in zip(src, dst) if s != d) + "\n")
-    return str(path)
 
 
 def exchanges_per_epoch(conv: str, layers: int, first_projects: bool) -> int:
@@ -85,8 +73,8 @@ def run_and_compare(tmp_path, conv: str, spec: str, extra: list[str], symmetrize
 @pytest.mark.parametrize("symmetrize", [False, True], ids=["directed", "undirected"])
 @pytest.mark.parametrize("partition", ["random", "contiguous"])
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_sage_distributed_equals_dense_reference(tmp_path, small_graph, symmetrize, partition, ranks):
-    run_and_compare(tmp_path, "sage", small_graph, ["--features", "8", "--classes", "3"], symmetrize, partition,
+def test_sage_distributed_equals_dense_reference(tmp_path, directed_graph, symmetrize, partition, ranks):
+    run_and_compare(tmp_path, "sage", directed_graph, ["--features", "8", "--classes", "3"], symmetrize, partition,
                     ranks, ["--hidden", "6", "--dropout", "0.4"], {"hidden": 6, "dropout": 0.4})
 
 
@@ -94,8 +82,8 @@ def test_sage_distributed_equals_dense_reference(tmp_path, small_graph, symmetri
 @pytest.mark.parametrize("symmetrize", [False, True], ids=["directed", "undirected"])
 @pytest.mark.parametrize("partition", ["random", "contiguous"])
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_gat_distributed_equals_dense_reference(tmp_path, small_graph, symmetrize, partition, ranks):
-    run_and_compare(tmp_path, "gat", small_graph, ["--features", "8", "--classes", "3"], symmetrize, partition,
+def test_gat_distributed_equals_dense_reference(tmp_path, directed_graph, symmetrize, partition, ranks):
+    run_and_compare(tmp_path, "gat", directed_graph, ["--features", "8", "--classes", "3"], symmetrize, partition,
                     ranks, ["--hidden", "4", "--heads", "3", "--output-heads", "2", "--dropout", "0.3",
                             "--attention-dropout", "0.5", "--lr", "0.01"],
                     {"hidden": 4, "heads": 3, "output_heads": 2, "dropout": 0.3, "attention_dropout": 0.5,
@@ -103,15 +91,15 @@ def test_gat_distributed_equals_dense_reference(tmp_path, small_graph, symmetriz
 
 
 @pytest.mark.unit
-def test_sage_without_root_weight_and_sgd(tmp_path, small_graph):
+def test_sage_without_root_weight_and_sgd(tmp_path, directed_graph):
     """No W_self, three layers, SGD: a different parameter list and an aggregation-first middle layer."""
     metrics, weights = tmp_path / "m.jsonl", tmp_path / "w.npz"
-    args = ["train", "--graph", small_graph, "--features", "8", "--classes", "3", "--conv", "sage",
+    args = ["train", "--graph", directed_graph, "--features", "8", "--classes", "3", "--conv", "sage",
             "--no-root-weight", "--layers", "3", "--hidden", "10,4", "--optimizer", "sgd", "--lr", "0.5",
             "--partition", "random", "--dtype", "float64", "--epochs", "3", "--seed", "2",
             "--metrics", str(metrics), "--save-weights", str(weights), "--quiet"]
     assert run_distgcn_in_process(args, 3) == [0] * 3
-    graph, _ = prepare_graph(GraphOptions(spec=small_graph, features=8, classes=3, seed=2))
+    graph, _ = prepare_graph(GraphOptions(spec=directed_graph, features=8, classes=3, seed=2))
     losses, ref = reference_sage(graph.adj, graph.features, graph.labels, graph.train_mask, layers=3,
                                  hidden=[10, 4], optimizer="sgd", lr=0.5, epochs=3, seed=2, root_weight=False)
     np.testing.assert_allclose([json.loads(x)["loss"] for x in metrics.read_text().splitlines()], losses, rtol=1e-6)
@@ -142,8 +130,8 @@ def test_sparse_bag_of_words_input_equals_dense_reference(tmp_path, conv):
     (["--conv", "gat", "--attention-dropout", "1"], "--attention-dropout"),
     (["--conv", "gcn2"], "--conv: invalid choice"),
 ])
-def test_refused_model_settings_name_the_flag(small_graph, args, message):
-    done = distgcn_in_process(["train", "--graph", small_graph, "--features", "4", "--classes", "2",
+def test_refused_model_settings_name_the_flag(directed_graph, args, message):
+    done = distgcn_in_process(["train", "--graph", directed_graph, "--features", "4", "--classes", "2",
                                "--epochs", "1", *args])
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
