@@ -12,7 +12,7 @@ import torch
 
 from conftest import dataset, distgcn_in_process, run_distgcn_in_process
 from reference_models import reference_gat, reference_sage
-from test_training import brute_volume, directed_graph  # noqa: F401 - the fixture, shared
+from test_training import brute_volume, cora_accuracies, directed_graph  # noqa: F401 - the fixture, shared
 
 from distgcn.prepare import GraphOptions, prepare_graph
 from partition.models import compute_parts
@@ -172,14 +172,7 @@ def test_edge_weighted_sum_gradients_match_finite_differences(monkeypatch, chunk
 @pytest.mark.parametrize("ranks", [1, 4])
 def test_gat_cora_accuracy_reaches_81_percent(tmp_path, ranks):
     """Veličković et al.'s Cora setting (published 83.0% with early stopping); 300 epochs, mean of 5 seeds >= 81%."""
-    cora = str(dataset("cora_planetoid"))
-    accuracies = []
-    for seed in range(5):
-        metrics = tmp_path / f"m{seed}.jsonl"
-        args = ["train", "--graph", cora, "--partition", "random", "--conv", "gat", "--hidden", "8", "--heads", "8",
-                "--dropout", "0.6", "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "300",
-                "--seed", str(seed), "--metrics", str(metrics), "--quiet"]
-        done = distgcn_in_process(args, ranks=ranks)
-        assert done.returncode == 0, done.stderr
-        accuracies.append(json.loads(metrics.read_text().splitlines()[-1])["test_acc"])
+    settings = ["--partition", "random", "--conv", "gat", "--hidden", "8", "--heads", "8", "--dropout", "0.6",
+                "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "300"]
+    accuracies = cora_accuracies(tmp_path, settings, lambda args: distgcn_in_process(args, ranks=ranks))
     assert np.mean(accuracies) >= 0.81, accuracies
