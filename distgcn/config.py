@@ -66,6 +66,11 @@ class ConfigError(InputError):
         return _FIELD.sub(lambda match: name(match.group(1)), self.template)
 
 
+def attention_heads(layers: int, heads: int, output_heads: int) -> list[int]:
+    """GAT's heads per layer: ``heads`` in every hidden layer, ``output_heads`` in the last."""
+    return [heads] * (layers - 1) + [output_heads]
+
+
 def _require(ok: bool, field_path: str, template: str) -> None:
     if not ok:
         raise ConfigError(field_path, template)

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import attention_heads
 from .dropout import dropout_key, keyed_dropout, keyed_keep_mask
 from .hashing import GOLDEN, derive_key, mix64
 from .model import LayerStack, glorot_matrices
@@ -72,7 +73,7 @@ class AttentionGraph:
         """The edges of a shard's blocks: owned columns first, then halo columns after the owned rows."""
         owned, halo = owned_block.tocoo(), halo_block.tocoo()
         dst = np.concatenate([owned.row, halo.row]).astype(np.int64)
-        src = np.concatenate([owned.col, halo.col.astype(np.int64) + owned_block.shape[0]]).astype(np.int64)
+        src = np.concatenate([owned.col.astype(np.int64), halo.col.astype(np.int64) + owned_block.shape[0]])
         column_ids = np.concatenate([global_ids, halo_global_ids]).astype(np.int64)
         return cls(gather=gather, dst=torch.from_numpy(dst).to(device), src=torch.from_numpy(src).to(device),
                    dst_ids=np.asarray(global_ids, dtype=np.int64)[dst], src_ids=column_ids[src],
@@ -86,14 +87,12 @@ def gat_parameters(widths: list[int], heads: int, output_heads: int, seed: int,
     Layer l maps its input (widths[0], or widths[l] x heads after a hidden layer) to K heads of widths[l+1]
     columns: W is in x (K·out), a_src and a_dst are K x out.
     """
-    shapes, per_layer = [], []
-    for layer, out in enumerate(widths[1:]):
+    shapes = []
+    for layer, (out, k) in enumerate(zip(widths[1:], attention_heads(len(widths) - 1, heads, output_heads))):
         fan_in = widths[0] if layer == 0 else widths[layer] * heads
-        k = output_heads if layer == len(widths) - 2 else heads
         shapes += [(fan_in, k * out), (k, out), (k, out)]
-        per_layer.append(k)
     drawn = glorot_matrices(shapes, seed, dtype)
-    return [(drawn[3 * i], drawn[3 * i + 1], drawn[3 * i + 2]) for i in range(len(per_layer))]
+    return [(drawn[i], drawn[i + 1], drawn[i + 2]) for i in range(0, len(drawn), 3)]
 
 
 class GAT(LayerStack):
@@ -103,7 +102,7 @@ class GAT(LayerStack):
                  heads: int = 8, output_heads: int = 1, attention_dropout: float | None = None):
         super().__init__(widths, dropout, seed)
         self.attention_dropout = dropout if attention_dropout is None else attention_dropout
-        self.heads = [output_heads if layer == len(widths) - 2 else heads for layer in range(len(widths) - 1)]
+        self.heads = attention_heads(len(widths) - 1, heads, output_heads)
         params = gat_parameters(widths, heads, output_heads, seed, dtype)
         self.weights = nn.ParameterList(nn.Parameter(w) for w, _, _ in params)
         self.att_src = nn.ParameterList(nn.Parameter(a) for _, a, _ in params)

@@ -21,7 +21,7 @@ import argparse
 import math
 from dataclasses import asdict, dataclass
 
-from .config import ModelConfig
+from .config import ModelConfig, attention_heads
 from .memory import ITEMSIZE, ShardSizes, exchanged_width, predict
 
 SHARD_FEATURE_ITEMSIZE = 4
@@ -137,7 +137,7 @@ def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> li
     widths = model.widths(features, classes)
     layers = list(zip(widths[:-1], widths[1:]))
     if model.conv == "gat":
-        heads = [model.output_heads if i == len(layers) - 1 else model.heads for i in range(len(layers))]
+        heads = attention_heads(len(layers), model.heads, model.output_heads)
         return [k * b for k, (_, b) in zip(heads, layers)] * 3
     forward = [exchanged_width(a, b) for a, b in layers]
     backward = [exchanged_width(a, b) for i, (a, b) in enumerate(layers) if i > 0 or b < a]

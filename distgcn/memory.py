@@ -28,12 +28,12 @@ copying from the shard's arrays (same dtype) are counted once.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from .config import ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig, attention_heads
 from .errors import InputError
 
 ITEMSIZE = {"float32": 4, "float64": 8}
@@ -294,7 +294,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     if kernel == "auto":
         kernel = "torch" if on_gpu else "numba"
     if model.conv == "gat":
-        heads = [model.output_heads if layer == len(widths) - 2 else model.heads for layer in range(len(widths) - 1)]
+        heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
         params = _gat_parameters(widths, heads)
         exchanged = {k * b for k, b in zip(heads, widths[1:])}
         adjacency = edges * 4 * _INDEX  # dst, src (torch) and their global ids (numpy)
@@ -304,7 +304,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         params = sum(a * b * (2 if model.conv == "sage" and model.root_weight else 1) + b for a, b in layers)
         exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
         if model.conv == "sage":
-            mean = ShardSizes(**{**sizes.__dict__, "nnz_owned": max(0, sizes.nnz_owned - n), "owned_symmetric": False})
+            mean = replace(sizes, nnz_owned=max(0, sizes.nnz_owned - n), owned_symmetric=False)
             adjacency = adjacency_bytes(mean, s, kernel)
             activations = _sage_activations(n, widths, s, model.dropout, model.root_weight)
         else:

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from .broadcast import broadcast_plan
@@ -102,7 +101,17 @@ class Trainer:
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
                                   wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
-        self.aggregation = self._aggregation(halo_block, exchanger)
+        self.aggregation: Aggregate | AttentionGraph = self._aggregate
+        """What the model aggregates with: Â·H (GCN), D⁻¹A·H (GraphSAGE), or the edges and halo rows (GAT).
+        Only that operator is built: a GraphSAGE or GAT rank holds no kernel copy of Â."""
+        if config.conv == "gat":
+            self.aggregation = AttentionGraph.from_blocks(shard.owned_block, halo_block, shard.global_ids,
+                                                          shard.halo_global_ids, lambda h: gather_halo(exchanger, h),
+                                                          device)
+        else:
+            blocks = mean_blocks(shard.owned_block, halo_block) if config.conv == "sage" \
+                else (shard.owned_block, halo_block)
+            self.adjacency = DistributedAdjacency(*blocks, exchanger, dtype, kernel)
         features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
@@ -124,21 +133,6 @@ class Trainer:
             FullBatch(self.inputs, self.aggregation, shard.global_ids, self.masks["train"], self.labels,
                       self.global_counts["train"]) if minibatch is None
             else SampledBatches(self, minibatch, on_presample))
-
-    def _aggregation(self, halo_block: sp.csr_matrix, exchanger: HaloExchanger) -> Aggregate | AttentionGraph:
-        """What the model aggregates with: Â·H (GCN), D⁻¹A·H (GraphSAGE), or the edges and halo rows (GAT).
-
-        Only that operator is built: a GraphSAGE or GAT rank holds no kernel copy of Â.
-        """
-        conv, shard = self.config.conv, self.shard
-        if conv == "gat":
-            return AttentionGraph.from_blocks(shard.owned_block, halo_block, shard.global_ids,
-                                              shard.halo_global_ids, lambda h: gather_halo(exchanger, h),
-                                              exchanger.device)
-        owned, halo = (mean_blocks(shard.owned_block, halo_block) if conv == "sage"
-                       else (shard.owned_block, halo_block))
-        self.adjacency = DistributedAdjacency(owned, halo, exchanger, self.dtype, self.kernel)
-        return self._aggregate
 
     def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
         return spmm(self.adjacency, h)

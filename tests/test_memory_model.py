@@ -465,7 +465,7 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
     widths = config.widths(7, shard.num_classes)
     n, h, edges = shard.n_owned, shard.n_halo, shard.owned_block.nnz + shard.halo_block.nnz
     if config.conv == "gat":
-        heads = [config.output_heads if i == len(widths) - 2 else config.heads for i in range(len(widths) - 1)]
+        heads = [config.heads] * (len(widths) - 2) + [config.output_heads]
         backward = max((4 * edges * k + 3 * (n + h) * k * b) * 8 for k, b in zip(heads, widths[1:])) + 2 * (1 << 24)
         predicted = memory._gat_activations(n, h, edges, widths, heads, 8, config.dropout, config.attention_p) \
             - backward
