@@ -33,7 +33,7 @@ def _compiled():
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
     @numba.njit(parallel=True, fastmath=True, nogil=True, cache=True)
-    def csr_add_product(indptr, indices, data, dense, out, bounds):
+    def csr_product(indptr, indices, data, dense, out, bounds, accumulate):
         for b in numba.prange(bounds.shape[0] - 1):
             acc = np.empty(out.shape[1], dtype=out.dtype)
             for i in range(bounds[b], bounds[b + 1]):
@@ -43,9 +43,12 @@ def _compiled():
                     row = dense[indices[k]]
                     for c in range(acc.shape[0]):
                         acc[c] += a * row[c]
-                out[i, :] += acc
+                if accumulate:
+                    out[i, :] += acc
+                else:
+                    out[i, :] = acc
 
-    return csr_add_product
+    return csr_product
 
 
 def threads() -> int:
@@ -64,8 +67,9 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
-                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None) -> None:
-    """out += CSR(indptr, indices, data) @ dense, in place; all C-contiguous, data/dense/out of one dtype.
+                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True) -> None:
+    """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
+    uninitialised and is not read); all C-contiguous, data/dense/out of one dtype.
 
     ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
     """
@@ -74,7 +78,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     bounds = cache.get(count)
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    _compiled()(indptr, indices, data, dense, out, bounds)
+    _compiled()(indptr, indices, data, dense, out, bounds, accumulate)
 
 
 def compile_now(dtype: np.dtype) -> None:

@@ -89,21 +89,25 @@ class GCN(LayerStack):
     def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray, epoch: int,
               p: float) -> torch.Tensor:
         key = dropout_key(self.seed, epoch, layer)
-        h = self._propagate(layer, h, self.weights[layer], aggregate, row_ids, p, key) + self.biases[layer]
-        return h if layer == len(self.weights) - 1 else torch.relu(h)
+        h = self._propagate(layer, h, self.weights[layer], self.biases[layer], aggregate, row_ids, p, key)
+        # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
+        return h if layer == len(self.weights) - 1 else torch.relu_(h)
 
-    def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, aggregate: Aggregate,
-                   row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
-        """Â · dropout(H) · W in the cheaper order; a cached layer 0 (H = Â·X already) skips Â."""
+    def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, bias: torch.Tensor,
+                   aggregate: Aggregate, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+        """Â · dropout(H) · W + b in the cheaper order; a cached layer 0 (H = Â·X already) skips Â.
+
+        The bias is added by the dense product (addmm) or in place into the last product's fresh output.
+        """
         local = layer == 0 and self.first_layer == "cached"
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
             h = h.matmul(weight, p, key)
-            return h if local else aggregate(h)
+            return (h if local else aggregate(h)).add_(bias)
         # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
         if local or weight.shape[1] < weight.shape[0]:
             h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
-            return h if local else aggregate(h)
-        return aggregate(keyed_dropout(h, row_ids, p, key)) @ weight
+            return (h if local else aggregate(h)).add_(bias)
+        return torch.addmm(bias, aggregate(keyed_dropout(h, row_ids, p, key)), weight)
 
 
 def build_model(config: TrainConfig, widths: list[int], dtype: torch.dtype) -> nn.Module:

@@ -50,8 +50,8 @@ class DistributedAdjacency:
         """Y = Â H for this rank's rows, H given by its owned rows."""
         h = h.contiguous()
         exchange = self.exchanger.start_forward(h)
-        y = torch.zeros((self.n_owned, h.shape[1]), dtype=h.dtype, device=h.device)
-        self.owned.add_product(y, h)
+        y = torch.empty((self.n_owned, h.shape[1]), dtype=h.dtype, device=h.device)
+        self.owned.product(y, h)
         for k, halo_rows in exchange.arrivals():
             self.halo_by_sender[k].add_product(y, halo_rows)
         exchange.finish()
@@ -63,8 +63,8 @@ class DistributedAdjacency:
         halo_partials = self.exchanger.halo_partials(g.shape[1], g.dtype)
         self.add_halo_partials(halo_partials, g)
         exchange = self.exchanger.start_reverse(halo_partials)
-        grad = torch.zeros((self.n_owned, g.shape[1]), dtype=g.dtype, device=g.device)
-        self.owned_t.add_product(grad, g)
+        grad = torch.empty((self.n_owned, g.shape[1]), dtype=g.dtype, device=g.device)
+        self.owned_t.product(grad, g)
         exchange.add_into(grad)
         exchange.finish()
         return grad

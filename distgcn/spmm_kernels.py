@@ -1,7 +1,7 @@
 """The local sparse × dense products (``train --spmm-kernel``): one class per kernel, one interface.
 
 A :class:`SparseBlock` holds one CSR block of Â in the form its kernel wants
-and adds its product with a dense tensor into an output. The distributed
+and writes its product with a dense tensor into an output, or adds it there. The distributed
 SpMM takes its block class from :data:`BLOCKS` once, by the kernel's name,
 and never asks which kernel it has. A new kernel is a subclass here, an entry
 in :data:`BLOCKS` and, if ``auto`` should pick it, a rule in :func:`choose_kernel`.
@@ -36,12 +36,23 @@ class SparseBlock(ABC):
         """Keep ``matrix`` (sorted, canonical) in this kernel's form."""
 
     @abstractmethod
+    def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out = block @ dense, for a block with entries (``out``'s old values are not read)."""
+
+    @abstractmethod
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense, for a block with entries."""
 
     @abstractmethod
     def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += blockᵀ @ dense, for a block with entries."""
+
+    def product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        """out = block @ dense: the first product into a fresh buffer, which then needs no zeroing pass."""
+        if self.empty:
+            out.zero_()
+        else:
+            self._product(out, dense)
 
     def add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += block @ dense."""
@@ -67,6 +78,9 @@ class TorchBlock(SparseBlock):
         ).to(device)
         self.transposed: torch.Tensor | None = None
 
+    def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        out.copy_(self.matrix @ dense)
+
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(self.matrix @ dense)
 
@@ -85,6 +99,9 @@ class ScipyBlock(SparseBlock):
         # bytes of int64, and scipy and numba take both (tests/test_spmm_kernels.py checks it)
         self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
 
+    def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        out.copy_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
+
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.add_(torch.from_numpy(self.matrix @ dense.detach().numpy()))
 
@@ -101,13 +118,26 @@ class NumbaBlock(ScipyBlock):
         self.bounds: dict[int, np.ndarray] = {}
         """Row blocks per thread count (csr_kernel.row_blocks)."""
 
+    def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        if self._scipy_is_faster(dense):
+            super()._product(out, dense)
+        else:
+            self._loop(out, dense, accumulate=False)
+
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
-        if dense.shape[1] < csr_kernel.MIN_WIDTH and csr_kernel.threads() == 1:
+        if self._scipy_is_faster(dense):
             super()._add_product(out, dense)
-            return
+        else:
+            self._loop(out, dense, accumulate=True)
+
+    @staticmethod
+    def _scipy_is_faster(dense: torch.Tensor) -> bool:
+        return dense.shape[1] < csr_kernel.MIN_WIDTH and csr_kernel.threads() == 1
+
+    def _loop(self, out: torch.Tensor, dense: torch.Tensor, accumulate: bool) -> None:
         m = self.matrix
         csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy(),
-                               self.bounds)
+                               self.bounds, accumulate)
 
 
 BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock, "numba": NumbaBlock}

@@ -39,6 +39,18 @@ def test_products_and_transpose_products_add_the_dense_definition(kernel, width)
 
 
 @pytest.mark.parametrize("kernel", sorted(BLOCKS))
+@pytest.mark.parametrize("width", [3, 40])
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_written_product_ignores_what_the_output_held(kernel, width, empty):
+    """``product`` fills an uninitialised buffer (the distributed SpMM skips the zeroing pass): NaNs there vanish."""
+    a = sp.csr_matrix(DENSE_A * (not empty))
+    x = np.random.default_rng(width).standard_normal((5, width))
+    out = torch.full((4, width), float("nan"), dtype=torch.float64)
+    BLOCKS[kernel](a, torch.float64, CPU).product(out, torch.from_numpy(x))
+    np.testing.assert_allclose(out.numpy(), a.toarray() @ x, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", sorted(BLOCKS))
 def test_a_float32_block_sums_in_float32(kernel):
     tiny = 2.0 ** -24
     a = sp.csr_matrix(np.array([[1.0, 1.0, 1.0]]))

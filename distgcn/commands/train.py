@@ -152,6 +152,7 @@ def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
 def run(args: argparse.Namespace) -> int:
     _announce(args)
     from .. import signals
+    from ..allocator import keep_freed_memory
     from ..collective import CollectiveInputError, abort_on_unexpected
     from ..threads import default_threads, set_threads
     from ..trainer import TrainingDiverged
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         threads = config.compute.threads or default_threads(transport.ranks_on_this_node())
         set_threads(threads)
+        keep_freed_memory()
         code = _train(config, transport, threads, args.field_name)
     except CollectiveInputError as exc:
         if exc.printed_here:
