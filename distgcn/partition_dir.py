@@ -188,6 +188,7 @@ def write_directory(out: Path, fields: dict, parts: np.ndarray, shards: Iterable
                     raise ValueError(f"shard of rank {shard.rank} is not rank {len(entries)}'s of the same "
                                      f"partition into {nparts} parts")
                 entries.append(write_shard(staging, shard, progress))
+                del shard  # else it is held while the next one is cut: two shards in memory instead of one
                 phase.advance()
         if identity is None or len(entries) != nparts:
             raise ValueError(f"{len(entries)} shards for {nparts} parts")

@@ -212,6 +212,7 @@ def cut_shards(data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, nparts:
     recv_col = send_col[by_receiver]
     recv_owner = send_owner[by_receiver]
     recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
+    del send_owner, by_receiver  # two arrays of every pair, not kept while the shards are cut
 
     local_column = np.empty(n, dtype=np.int64)  # per rank: the local column of each global id its rows read
     identity = ShardIdentity(nparts, n, data.num_classes, pid, data.fingerprint)
