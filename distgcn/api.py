@@ -74,14 +74,16 @@ class Partition:
         ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
         """
         from partition.precompute import save_partition
+        from partition.shards import GraphData
 
         from .partition_dir import check_output, input_paths
         from .progress import NORMAL, QUIET, Progress
 
         inputs = input_paths(self.source.get("spec"))
         directory = check_output(out, force, inputs)
-        return save_partition(directory, self.graph, self.a_hat, self.parts, self.info, self.metrics, self.source,
-                              Progress(QUIET if quiet else NORMAL), force=force, inputs=inputs)
+        return save_partition(directory, GraphData.of(self.graph, self.a_hat), self.a_hat, self.parts, self.info,
+                              self.metrics, self.source, Progress(QUIET if quiet else NORMAL), force=force,
+                              inputs=inputs)
 
 
 def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MODEL, *, epsilon: float = 0.03,

@@ -161,11 +161,12 @@ def check_output(out: str | Path, force: bool, inputs: list[Path] | None = None)
     return check_directory_target(Path(out), PARTITION, force=force, inputs=inputs or [])
 
 
-def write_directory(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, shards: Iterable[Shard],
-                    info: dict, metrics: dict, source: dict, vertex_order: str, progress: Progress, *,
-                    force: bool = False, inputs: list[Path] | None = None) -> dict:
+def write_directory(out: Path, fields: dict, parts: np.ndarray, shards: Iterable[Shard], info: dict, metrics: dict,
+                    source: dict, vertex_order: str, progress: Progress, *, force: bool = False,
+                    inputs: list[Path] | None = None) -> dict:
     """Write the directory of a partitioned, measured and cut graph; return its meta.json contents.
 
+    ``fields``: :func:`graph_fields` of the graph and its Â (numbers: the graph itself may be gone).
     ``shards`` are every rank's, in rank order; meta.json records the partition id and graph fingerprint
     they carry. ``info`` is what the partitioning model reported, ``metrics`` its communication metrics
     (``partition/metrics.py``), ``source`` how the graph was read (:func:`graph_source`). The directory is
@@ -187,11 +188,11 @@ def write_directory(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.nda
                     raise ValueError(f"shard of rank {shard.rank} is not rank {len(entries)}'s of the same "
                                      f"partition into {nparts} parts")
                 entries.append(write_shard(staging, shard, progress))
+                del shard  # else it is held while the next one is cut: two shards in memory instead of one
                 phase.advance()
         if identity is None or len(entries) != nparts:
             raise ValueError(f"{len(entries)} shards for {nparts} parts")
-        meta = directory_meta(staging, graph_fields(graph, a_hat), *identity, info, metrics, source, vertex_order,
-                              entries)
+        meta = directory_meta(staging, fields, *identity, info, metrics, source, vertex_order, entries)
         finish_directory(staging, out, meta, force=force, inputs=inputs)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -222,9 +223,10 @@ def write_shard(directory: Path, shard: Shard, progress: Progress) -> dict:
 
 
 def graph_fields(graph: Graph, a_hat: sp.csr_matrix) -> dict:
-    """What meta.json's ``graph`` records of the graph itself (its fingerprint aside)."""
+    """What meta.json's ``graph`` records of the graph itself (its fingerprint aside); no features are 0 columns."""
+    features = 0 if graph.features is None else int(graph.features.shape[1])
     return {"name": graph.name, "n": graph.num_vertices, "edges": graph.num_edges, "nnz": int(a_hat.nnz),
-            "features": int(graph.features.shape[1]), "classes": graph.num_classes}
+            "features": features, "classes": graph.num_classes}
 
 
 def directory_meta(staging: Path, fields: dict, pid: str, fingerprint: str, info: dict, metrics: dict, source: dict,

@@ -8,16 +8,20 @@ Model (the distributed SpMM ``Y = Â H`` of the VLDB'23 paper):
   ``parts[u]`` to ``parts[v]`` -- once per (u, receiving rank) pair, however
   many nonzeros of that rank's rows sit in column ``u``.
 
-Everything here is vectorised over the nonzeros (sorting ``int64`` keys and
-keeping the distinct ones, counting with ``np.bincount``): no Python loop runs over vertices,
-nonzeros or pairs of parts, so P = 512 and 10^7 nonzeros take seconds.
+Everything here is vectorised over the nonzeros (sorting ``int64`` keys, made
+a block of 2^20 nonzeros at a time, and keeping the distinct ones, counting
+with ``np.bincount``): no Python loop runs over vertices, nonzeros or pairs of
+parts, so P = 512 and 10^7 nonzeros take seconds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.data.adjacency import drop_repeats
 from distgcn.errors import InputError
 
 __all__ = ["comm_pairs", "comm_matrix", "partition_metrics", "summarize", "validate_parts"]
@@ -88,9 +92,34 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
-def _row_of_nonzero(a: sp.csr_matrix) -> np.ndarray:
-    n = a.shape[0]
-    return np.repeat(np.arange(n, dtype=np.int64), np.diff(a.indptr))
+BLOCK_NONZEROS = 1 << 20
+"""Nonzeros per block of rows when keys are made (:func:`_distinct_keys`): a block's temporaries (some 40 bytes a
+nonzero) are small next to the keys themselves, where the whole matrix's at once set the peak memory of a
+10^8-nonzero partition."""
+
+
+def _row_blocks(indptr: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Consecutive row ranges [start, stop) of about :data:`BLOCK_NONZEROS` nonzeros each (a longer row alone)."""
+    n = indptr.shape[0] - 1
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(indptr, indptr[start] + BLOCK_NONZEROS, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        yield start, stop
+        start = stop
+
+
+def _distinct_keys(a: sp.csr_matrix, make_keys: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Sorted distinct int64 keys of ``make_keys(rows, cols)``, called on the (row, column) ids of the
+    nonzeros of one block of rows at a time (:func:`_row_blocks`); sorted in place, without a second copy."""
+    blocks = []
+    for start, stop in _row_blocks(a.indptr):
+        rows = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(a.indptr[start : stop + 1]))
+        blocks.append(make_keys(rows, a.indices[a.indptr[start] : a.indptr[stop]].astype(np.int64)))
+    keys = np.concatenate(blocks) if blocks else np.empty(0, dtype=np.int64)
+    blocks.clear()
+    keys.sort()
+    return drop_repeats(keys)
 
 
 # ---------------------------------------------------------------------------
@@ -103,14 +132,14 @@ def _pair_keys(a: sp.csr_matrix, parts: np.ndarray, nparts: int) -> tuple[np.nda
     n = a.shape[0]
     if nparts * nparts * max(n, 1) >= 2**62:
         raise InputError(f"n = {n} and P = {nparts} are too large for 64-bit transfer keys")
-    dest = np.repeat(parts, np.diff(a.indptr))  # part of the row (receiver)
-    u = a.indices.astype(np.int64, copy=False)
-    owner = parts[u]
-    remote = owner != dest
-    u = u[remote]
-    key = (owner[remote] * nparts + dest[remote]) * n + u
-    del dest, owner, remote, u
-    return _unique(key), n
+
+    def transfers(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+        dest = parts[rows]  # part of the row (receiver)
+        owner = parts[u]
+        remote = owner != dest
+        return (owner[remote] * nparts + dest[remote]) * n + u[remote]
+
+    return _distinct_keys(a, transfers), n
 
 
 def comm_pairs(a: sp.spmatrix, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,9 +180,7 @@ def connectivity_minus_one(a: sp.spmatrix, parts: np.ndarray, nparts: int) -> in
     parts = validate_parts(parts, a.shape[0], nparts)
     if a.nnz == 0:
         return 0
-    col = a.indices.astype(np.int64, copy=False)
-    row_part = np.repeat(parts, np.diff(a.indptr))
-    incid = _unique(col * nparts + row_part)  # distinct (column, part) pairs
+    incid = _distinct_keys(a, lambda rows, col: col * nparts + parts[rows])  # distinct (column, part) pairs
     cols = incid // nparts  # sorted, since incid is
     nonempty_cols = int(np.count_nonzero(cols[1:] != cols[:-1])) + 1
     return int(incid.size - nonempty_cols)
@@ -167,13 +194,13 @@ def edge_cut(a: sp.spmatrix, parts: np.ndarray, nparts: int | None = None) -> in
     a = _as_csr(a)
     parts = validate_parts(parts, a.shape[0], nparts)
     n = a.shape[0]
-    r = _row_of_nonzero(a)
-    c = a.indices.astype(np.int64, copy=False)
-    cut = parts[r] != parts[c]
-    r, c = r[cut], c[cut]
-    lo = np.minimum(r, c)
-    hi = np.maximum(r, c)
-    return int(_unique(lo * n + hi).size)
+
+    def cut_edges(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        cut = parts[r] != parts[c]
+        r, c = r[cut], c[cut]
+        return np.minimum(r, c) * n + np.maximum(r, c)
+
+    return int(_distinct_keys(a, cut_edges).size)
 
 
 # ---------------------------------------------------------------------------

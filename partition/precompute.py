@@ -17,14 +17,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.config import SamplerSpec
-from distgcn.graph import Graph
 from distgcn.partition_dir import check_output, graph_source, input_paths, partition_id, write_directory
 from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 
 from .metrics import partition_metrics
 from .models import GIL_HOLDING_MODELS, check_partitioner, compute_parts
-from .shards import iter_shards
+from .shards import GraphData, cut_shards
 from .stochastic import sampling_report
 
 
@@ -32,7 +31,8 @@ from .stochastic import sampling_report
 class Partitioned:
     """A graph loaded, partitioned and measured: what is cut into shards."""
 
-    graph: Graph
+    data: GraphData
+    """The graph without its adjacency (Â replaces it)."""
     a_hat: sp.csr_matrix
     parts: np.ndarray
     info: dict
@@ -61,7 +61,7 @@ def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: 
     done = partition_graph(options, nparts, model, progress, epsilon=epsilon, seed=seed, partitioner=partitioner,
                            preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
                            vertex_weight=vertex_weight, threads=threads)
-    return save_partition(out, done.graph, done.a_hat, done.parts, done.info, done.metrics, graph_source(options),
+    return save_partition(out, done.data, done.a_hat, done.parts, done.info, done.metrics, graph_source(options),
                           progress, vertex_order, force=force, inputs=inputs)
 
 
@@ -71,25 +71,24 @@ def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Pr
                     vertex_weight: str = "nonzeros", threads: int | None = None) -> Partitioned:
     """Load and prepare a graph, compute its part vector and measure its communication (arguments as
     :func:`write_partition`'s)."""
-    graph, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
-                                                   partitioner=partitioner, preset=preset, parts_file=parts_file,
-                                                   sampler=sampler, shp=shp, vertex_weight=vertex_weight,
-                                                   threads=threads)
+    data, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
+                                                  partitioner=partitioner, preset=preset, parts_file=parts_file,
+                                                  sampler=sampler, shp=shp, vertex_weight=vertex_weight,
+                                                  threads=threads)
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(metrics_line(metrics))
-    return Partitioned(graph, a_hat, parts, info, metrics)
+    return Partitioned(data, a_hat, parts, info, metrics)
 
 
 def load_and_partition(options: GraphOptions, nparts: int, model: str, progress: Progress, *,
                        epsilon: float = 0.03, seed: int = 0, partitioner: str | None = None,
                        preset: str | None = None, parts_file: str | None = None, sampler: SamplerSpec | None = None,
                        shp: dict | None = None, vertex_weight: str = "nonzeros",
-                       threads: int | None = None) -> tuple[Graph, sp.csr_matrix, np.ndarray, dict]:
-    """The graph, Â, the part vector and what the partitioning model reported (not yet measured)."""
-    with progress.phase(f"loading {options.spec}") as phase:
-        graph, a_hat = prepare_graph(options)
-        phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
+                       threads: int | None = None) -> tuple[GraphData, sp.csr_matrix, np.ndarray, dict]:
+    """The graph (without its adjacency), Â, the part vector and what the partitioning model reported (not yet
+    measured)."""
+    data, a_hat = load(options, progress)
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
         with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
             parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
@@ -102,7 +101,19 @@ def load_and_partition(options: GraphOptions, nparts: int, model: str, progress:
         if warning:
             progress.warn(warning)
     progress.detail("partitioner: " + json.dumps({k: v for k, v in info.items() if k != "partition_s"}))
-    return graph, a_hat, parts, info
+    return data, a_hat, parts, info
+
+
+def load(options: GraphOptions, progress: Progress) -> tuple[GraphData, sp.csr_matrix]:
+    """The prepared graph as :class:`GraphData`, and Â: the graph's adjacency is freed on return.
+
+    At 10^8 nonzeros the adjacency is 1.2 GB that nothing after Â needs but the fingerprint, taken here.
+    """
+    with progress.phase(f"loading {options.spec}") as phase:
+        graph, a_hat = prepare_graph(options)
+        data = GraphData.of(graph, a_hat)
+        phase.finish(f"{graph.num_vertices} vertices, {a_hat.nnz} nonzeros in Â")
+    return data, a_hat
 
 
 def metrics_line(metrics: dict) -> str:
@@ -110,7 +121,7 @@ def metrics_line(metrics: dict) -> str:
             f"imbalance {metrics['imbalance']:.3f}")
 
 
-def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
+def save_partition(out: Path, data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
                    source: dict, progress: Progress, vertex_order: str = "rcm", *, force: bool = False,
                    inputs: list[Path] | None = None) -> dict:
     """Cut a graph already partitioned and measured into shards and write its directory; return meta.json's contents.
@@ -119,8 +130,7 @@ def save_partition(out: Path, graph: Graph, a_hat: sp.csr_matrix, parts: np.ndar
     ``out`` with :func:`distgcn.partition_dir.check_output` (with the same ``force`` and ``inputs``).
     """
     nparts = int(metrics["parts"])
-    fingerprint = graph.fingerprint()
-    pid = partition_id(fingerprint, parts, nparts)
-    shards = iter_shards(graph, a_hat, parts, nparts, pid, vertex_order, graph_fingerprint=fingerprint)
-    return write_directory(out, graph, a_hat, parts, shards, info, metrics, source, vertex_order, progress,
+    pid = partition_id(data.fingerprint, parts, nparts)
+    shards = cut_shards(data, a_hat, parts, nparts, pid, vertex_order)
+    return write_directory(out, data.fields, parts, shards, info, metrics, source, vertex_order, progress,
                            force=force, inputs=inputs)

@@ -44,9 +44,8 @@ from distgcn.collective import Group, agree, agree_on_failure
 from distgcn.data.adjacency import sorted_unique
 from distgcn.errors import InputError
 from distgcn.faults import inject_shard_fault
-from distgcn.graph import Graph
-from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_fields,
-                                   graph_source, input_paths, make_staging, partition_id, write_parts, write_shard)
+from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_source,
+                                   input_paths, make_staging, partition_id, write_parts, write_shard)
 from distgcn.prepare import GraphOptions
 from distgcn.progress import Progress
 from distgcn.shard import Shard
@@ -54,7 +53,7 @@ from distgcn.shard import Shard
 from .metrics import summarize
 from .models import check_partitioner
 from .precompute import load_and_partition, metrics_line
-from .shards import VERTEX_FIELDS, OwnedRows, Plan, ShardIdentity, assemble_shard, part_order, vertex_arrays
+from .shards import VERTEX_FIELDS, GraphData, OwnedRows, Plan, ShardIdentity, assemble_shard, part_order
 
 SCRATCH = "graph-for-ranks"
 """The folder of the staging directory that holds the graph while the ranks cut their shards."""
@@ -75,7 +74,7 @@ class RankJob:
 
 # ---- the graph on disk, for the ranks ------------------------------------------------------------------------------
 
-def write_scratch(directory: Path, graph: Graph, a_hat: sp.csr_matrix) -> bool:
+def write_scratch(directory: Path, data: GraphData, a_hat: sp.csr_matrix) -> bool:
     """Write Â, Âᵀ's pattern (unless symmetric) and the per-vertex arrays to ``directory``; True if symmetric."""
     directory.mkdir()
     for name, values in (("a.indptr", a_hat.indptr), ("a.indices", a_hat.indices), ("a.data", a_hat.data)):
@@ -90,7 +89,7 @@ def write_scratch(directory: Path, graph: Graph, a_hat: sp.csr_matrix) -> bool:
         np.save(directory / "at.indptr.npy", transpose.indptr)
         np.save(directory / "at.indices.npy", transpose.indices)
     del transpose
-    for name, values in vertex_arrays(graph).items():
+    for name, values in data.arrays.items():
         np.save(directory / f"{name}.npy", np.ascontiguousarray(values))
     return symmetric
 
@@ -285,21 +284,20 @@ def _prepare_on_root(options: GraphOptions, out: Path, nparts: int, model: str, 
 
     Returns the ranks' job and what meta.json needs of the graph; the graph is dropped when this returns.
     """
-    graph, a_hat, parts, info = load_and_partition(options, nparts, model, progress, **partitioning)
-    fingerprint = graph.fingerprint()
-    identity = ShardIdentity(nparts, graph.num_vertices, graph.num_classes, partition_id(fingerprint, parts, nparts),
-                             fingerprint)
+    data, a_hat, parts, info = load_and_partition(options, nparts, model, progress, **partitioning)
+    identity = ShardIdentity(nparts, a_hat.shape[0], data.num_classes,
+                             partition_id(data.fingerprint, parts, nparts), data.fingerprint)
     staging = make_staging(out)
     try:
         with progress.phase("writing the graph for the ranks") as phase:
             write_parts(staging, parts)
-            symmetric = write_scratch(staging / SCRATCH, graph, a_hat)
+            symmetric = write_scratch(staging / SCRATCH, data, a_hat)
             phase.finish("Â symmetric: the ranks read their rows of Âᵀ from it" if symmetric else
                          "with Âᵀ's pattern")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    meta_parts = {"fields": graph_fields(graph, a_hat), "info": info, "source": graph_source(options)}
+    meta_parts = {"fields": data.fields, "info": info, "source": graph_source(options)}
     return RankJob(str(staging), identity, symmetric, vertex_order), meta_parts
 
 

@@ -16,6 +16,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from distgcn.config import VERTEX_ORDERS
 from distgcn.graph import Graph
+from distgcn.partition_dir import graph_fields
 from distgcn.shard import Shard
 
 from .metrics import comm_pairs
@@ -93,10 +94,32 @@ def vertex_arrays(graph: Graph) -> dict[str, np.ndarray]:
     return arrays
 
 
-def graph_rows(graph: Graph, a_hat: sp.csr_matrix, rows: np.ndarray) -> OwnedRows:
+@dataclass(frozen=True)
+class GraphData:
+    """What cutting shards and writing meta.json take of a graph once Â exists: not its adjacency.
+
+    The adjacency is about as large as Â; ``distgcn partition`` keeps this record instead of the graph, so
+    that the adjacency is freed before the partitioning, the metrics and the shards (docs/scale.md).
+    """
+
+    arrays: dict[str, np.ndarray]
+    """:func:`vertex_arrays`."""
+    num_classes: int
+    fingerprint: str
+    """``Graph.fingerprint()``: hashes the adjacency, so it is taken while the adjacency exists."""
+    fields: dict
+    """meta.json's ``graph`` fields (:func:`distgcn.partition_dir.graph_fields`)."""
+
+    @classmethod
+    def of(cls, graph: Graph, a_hat: sp.csr_matrix, fingerprint: str | None = None) -> GraphData:
+        """The record of ``graph`` and its Â; ``fingerprint``: ``graph.fingerprint()`` if the caller has it."""
+        return cls(vertex_arrays(graph), graph.num_classes, fingerprint or graph.fingerprint(),
+                   graph_fields(graph, a_hat))
+
+
+def graph_rows(data: GraphData, a_hat: sp.csr_matrix, rows: np.ndarray) -> OwnedRows:
     """The rows ``rows`` of a graph in memory."""
-    return OwnedRows(a_hat[rows], **{name: np.ascontiguousarray(values[rows])
-                                     for name, values in vertex_arrays(graph).items()})
+    return OwnedRows(a_hat[rows], **{name: np.ascontiguousarray(values[rows]) for name, values in data.arrays.items()})
 
 
 @dataclass
@@ -154,9 +177,16 @@ def assemble_shard(rank: int, identity: ShardIdentity, owned: np.ndarray, rows: 
 
 def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
                 vertex_order: str = "rcm", *, graph_fingerprint: str | None = None) -> Iterator[Shard]:
-    """Yield the shard of each rank in rank order.
+    """Yield the shard of each rank in rank order (:func:`cut_shards` of the graph's :class:`GraphData`).
 
     ``graph_fingerprint``: ``graph.fingerprint()`` if the caller has it (hashing a 10^8-nonzero graph takes seconds).
+    """
+    return cut_shards(GraphData.of(graph, a_hat, graph_fingerprint), a_hat, parts, nparts, pid, vertex_order)
+
+
+def cut_shards(data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
+               vertex_order: str = "rcm") -> Iterator[Shard]:
+    """Yield the shard of each rank in rank order.
 
     One pass over the nonzeros finds every (receiver, needed row) pair (the
     same pairs the partition metrics count); each rank's blocks and plan are
@@ -182,13 +212,14 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
     recv_col = send_col[by_receiver]
     recv_owner = send_owner[by_receiver]
     recv_bounds = np.searchsorted(send_receiver[by_receiver], np.arange(nparts + 1))
+    del send_owner, by_receiver  # two arrays of every pair, not kept while the shards are cut
 
     local_column = np.empty(n, dtype=np.int64)  # per rank: the local column of each global id its rows read
-    identity = ShardIdentity(nparts, n, graph.num_classes, pid, graph_fingerprint or graph.fingerprint())
+    identity = ShardIdentity(nparts, n, data.num_classes, pid, data.fingerprint)
     for rank in range(nparts):
         owned = order[part_starts[rank] : part_starts[rank + 1]]
         sends = slice(send_bounds[rank], send_bounds[rank + 1])
         receives = slice(recv_bounds[rank], recv_bounds[rank + 1])
         plan = Plan(recv_col[receives], recv_owner[receives], send_col[sends], send_receiver[sends],
                     local_index[send_col[sends]])
-        yield assemble_shard(rank, identity, owned, graph_rows(graph, a_hat, owned), plan, local_column)
+        yield assemble_shard(rank, identity, owned, graph_rows(data, a_hat, owned), plan, local_column)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distgcn.errors import InputError
+from partition import metrics
 from partition.metrics import (
     comm_matrix,
     comm_pairs,
@@ -98,6 +99,19 @@ def cases(draw):
 @settings(max_examples=150, deadline=None)
 @given(cases())
 def test_metrics_match_brute_force(case):
+    check_against_brute_force(case)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.integers(1, 6))
+def test_metrics_match_brute_force_in_blocks_of_rows(case, block):
+    """Keys made a few nonzeros at a time (blocks of one row or a few, rows longer than a block) count the same."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(metrics, "BLOCK_NONZEROS", block)
+        check_against_brute_force(case)
+
+
+def check_against_brute_force(case) -> None:
     dense, parts, nparts, diagonal = case
     a = sp.csr_matrix(dense)
     ref = brute_force(dense, parts, nparts)
