@@ -41,3 +41,38 @@ def test_freed_activations_are_reused_without_page_faults():
     default, kept = minor_faults("default"), minor_faults("keep")
     assert default > PAGES_PER_EPOCH / 2  # glibc's default hands part of them back, to fault them in again
     assert kept < default / 20
+
+
+HUGE = """
+import sys
+from distgcn.allocator import prefer_huge_pages
+if sys.argv[1] == "huge":
+    assert prefer_huge_pages()
+import torch
+x = torch.ones(64 << 18)  # 64 MiB, touched
+print(sum(int(line.split()[1]) for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages")))
+"""
+
+
+def thp_mode() -> str:
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return "absent"
+    return text.split("[")[1].split("]")[0]
+
+
+@pytest.mark.skipif(thp_mode() != "madvise", reason="huge pages only on request: the kernel's THP mode is madvise")
+def test_train_asks_torch_for_huge_pages_on_large_blocks():
+    def huge_kib(mode: str) -> int:
+        return int(subprocess.run([sys.executable, "-c", HUGE, mode], capture_output=True, text=True,
+                                  check=True).stdout)
+
+    assert huge_kib("default") == 0
+    assert huge_kib("huge") >= 32 << 10  # most of the 64 MiB block
+
+
+def test_the_train_command_is_reached_before_torch_is_imported():
+    """prefer_huge_pages works only before torch's import: the CLI and train's module must not import it."""
+    code = "import sys, distgcn.cli, distgcn.commands.train; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -150,9 +150,11 @@ def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..allocator import keep_freed_memory, prefer_huge_pages
+
+    prefer_huge_pages()  # before anything imports torch
     _announce(args)
     from .. import signals
-    from ..allocator import keep_freed_memory
     from ..collective import CollectiveInputError, abort_on_unexpected
     from ..threads import default_threads, set_threads
     from ..trainer import TrainingDiverged
