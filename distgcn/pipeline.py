@@ -94,7 +94,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
     if transport.device.type == "cpu":
-        agreed(lambda: _compile_kernels(kernel, train, threads))
+        agreed(lambda: _compile_kernels(kernel, train))
     shard = shard_source(transport, progress)
     if outputs.save_weights:  # a bad path must fail now, not after the training it would have saved
         agreed(lambda: check_target(Path(outputs.save_weights), WEIGHTS) if root else None)
@@ -248,13 +248,13 @@ def _unsound(config: RunConfig, header: dict, ranks_on_node: int, device: str, c
     return [line for line in found if line is not None]
 
 
-def _compile_kernels(kernel: str, train: TrainConfig, threads: int) -> None:
+def _compile_kernels(kernel: str, train: TrainConfig) -> None:
     """Compile the numba kernels this run is likely to call before its shard is loaded (distgcn/memory.py's
     prediction holds from the first run on: compiled beside the shard, they left ~330 MB more resident)."""
     dtype = np.dtype(train.dtype)
     if train.dropout > 0:
         dropout_kernel.compile_now(dtype)
-    if kernel == "numba" and (threads > 1 or max(train.hidden, default=0) >= csr_kernel.MIN_WIDTH):
+    if kernel == "numba" and max(train.hidden, default=0) >= csr_kernel.MIN_WIDTH:
         csr_kernel.compile_now(dtype)
 
 

@@ -111,28 +111,37 @@ class ScipyBlock(SparseBlock):
 
 
 class NumbaBlock(ScipyBlock):
-    """Our loop (:mod:`distgcn.csr_kernel`), multi-threaded; on one thread scipy's below ``MIN_WIDTH`` columns."""
+    """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, torch's CSR product
+    below, both on every thread given; one int32 CSR in memory, which torch reads in place.
+
+    Measured on Slashdot (benchmarks/spmm_kernels.py, docs/performance.md): torch's product over int32 indices
+    took 1.2 ms at 8 columns on one thread against scipy's 2.9 and our loop's 3.9 (0.7 against 2.1 on two), and
+    our loop 10.3 ms at 64 columns against torch's 10.7 and scipy's 13.6.
+    """
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
         super()._store(matrix, dtype, device)
         self.bounds: dict[int, np.ndarray] = {}
         """Row blocks per thread count (csr_kernel.row_blocks)."""
+        m = self.matrix
+        if m.indptr.dtype != m.indices.dtype:  # torch wants one index type; scipy gives one, but do not rely on it
+            m.indptr = m.indptr.astype(np.int64)
+            m.indices = m.indices.astype(np.int64)
+        self.view = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
+                                            torch.from_numpy(m.data), size=m.shape, check_invariants=False)
+        """The same arrays as a torch CSR tensor (no copy)."""
 
     def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
-        if self._scipy_is_faster(dense):
-            super()._product(out, dense)
+        if dense.shape[1] < csr_kernel.MIN_WIDTH:
+            torch.mm(self.view, dense.detach(), out=out)
         else:
             self._loop(out, dense, accumulate=False)
 
     def _add_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
-        if self._scipy_is_faster(dense):
-            super()._add_product(out, dense)
+        if dense.shape[1] < csr_kernel.MIN_WIDTH:
+            out.addmm_(self.view, dense.detach())
         else:
             self._loop(out, dense, accumulate=True)
-
-    @staticmethod
-    def _scipy_is_faster(dense: torch.Tensor) -> bool:
-        return dense.shape[1] < csr_kernel.MIN_WIDTH and csr_kernel.threads() == 1
 
     def _loop(self, out: torch.Tensor, dense: torch.Tensor, accumulate: bool) -> None:
         m = self.matrix
@@ -145,13 +154,12 @@ BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock
 
 
 def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: ``numba`` on the CPU (our loop on every thread given, for products of 32 columns or
-    more on one thread and scipy's CSR product below), torch's on a GPU.
+    """``auto``: ``numba`` on the CPU (our loop for products of 32 columns or more, torch's CSR product on
+    int32 indices below, on every thread given), torch's on a GPU.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance.md): on one thread
-    scipy was up to 1.8x faster than torch CSR, and our loop 1.3-1.9x faster
-    than scipy at 64 columns; with more threads our loop divides rows by work
-    (torch's CSR product was slower than one thread of it on the shared 2-core machine).
+    Measured in benchmarks/spmm_kernels.py (docs/performance.md): our loop was
+    1.3-1.9x faster than scipy at 64 columns, where every library falls short,
+    and torch's product on int32 indices the fastest below 32 columns.
     """
     if device.type != "cpu":
         if kernel in ("scipy", "numba"):

@@ -71,18 +71,28 @@ def test_indices_are_int32_where_they_fit(kernel):
     assert block.matrix.indices.dtype == np.int32 and block.matrix.indptr.dtype == np.int32
 
 
-@pytest.mark.parametrize(("width", "threads", "own_loop"), [(31, 1, False), (32, 1, True), (31, 2, True), (8, 3, True)])
-def test_numba_block_uses_its_loop_except_for_narrow_products_on_one_thread(monkeypatch, width, threads, own_loop):
+@pytest.mark.parametrize(("width", "threads", "own_loop"), [(31, 1, False), (32, 1, True), (31, 2, False),
+                                                       (8, 3, False), (40, 2, True)])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_numba_block_uses_its_loop_from_32_columns_and_torch_below(monkeypatch, width, threads, own_loop, accumulate):
     calls = []
     loop = csr_kernel.add_product
     monkeypatch.setattr(csr_kernel, "threads", lambda: threads)
     monkeypatch.setattr(csr_kernel, "add_product", lambda *args: calls.append(1) or loop(*args))
     block = NumbaBlock(sp.csr_matrix(DENSE_A), torch.float64, CPU)
     x = np.random.default_rng(0).standard_normal((5, width))
-    out = torch.zeros((4, width), dtype=torch.float64)
-    block.add_product(out, torch.from_numpy(x))
+    out = torch.full((4, width), 3.0 if accumulate else float("nan"), dtype=torch.float64)
+    (block.add_product if accumulate else block.product)(out, torch.from_numpy(x))
     assert calls == ([1] if own_loop else [])
-    np.testing.assert_allclose(out.numpy(), DENSE_A @ x, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(out.numpy(), (3.0 if accumulate else 0.0) + DENSE_A @ x, rtol=1e-14, atol=1e-14)
+
+
+def test_numba_blocks_torch_view_shares_the_int32_arrays():
+    """One copy of the block in memory: torch's product reads the scipy arrays in place."""
+    block = NumbaBlock(sp.random(50, 60, density=0.1, format="csr", random_state=2), torch.float32, CPU)
+    assert block.view.col_indices().dtype == torch.int32
+    assert np.shares_memory(block.view.col_indices().numpy(), block.matrix.indices)
+    assert np.shares_memory(block.view.values().numpy(), block.matrix.data)
 
 
 def test_numba_block_computes_its_row_blocks_once_per_thread_count(monkeypatch):
