@@ -3,8 +3,9 @@
 For Y = Â H on a graph's normalized adjacency, in the vertex orders given
 (``natural``: ids as loaded; ``rcm``: reverse Cuthill-McKee, what ``distgcn
 partition`` writes by default), compares torch CSR (``sparse_csr_tensor @
-dense``), scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full
-dense matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
+dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``: over the int32
+arrays in place, what ``auto`` multiplies below 32 columns), scipy CSR (``csr @ ndarray``),
+python-graphblas (``mxm`` with a full dense matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
 own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``), all on
 ``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
@@ -76,8 +77,9 @@ def main() -> None:
     parser.add_argument("--symmetrize", action="store_true")
     parser.add_argument("--widths", default="16,64")
     parser.add_argument("--orders", default="natural,rcm")
-    parser.add_argument("--kernels", default="torch,scipy,numba",
-                        help="comma list of torch, scipy, numba and graphblas (needs pip install -e '.[bench]')")
+    parser.add_argument("--kernels", default="torch,torch32,scipy,numba",
+                        help="comma list of torch, torch32, scipy, numba and graphblas "
+                             "(graphblas needs pip install -e '.[bench]')")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -113,6 +115,11 @@ def main() -> None:
                                                   torch.from_numpy(a.data), size=a.shape, check_invariants=False)
                 h_torch = torch.from_numpy(h)
                 candidates["torch"] = lambda: a_torch @ h_torch
+            if "torch32" in kernels:
+                a_view = torch.sparse_csr_tensor(torch.from_numpy(a.indptr), torch.from_numpy(a.indices),
+                                                 torch.from_numpy(a.data), size=a.shape, check_invariants=False)
+                h_view = torch.from_numpy(h)
+                candidates["torch32"] = lambda: a_view @ h_view
             if "graphblas" in kernels:
                 a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
                 candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
