@@ -3,9 +3,10 @@
 For Y = Â H on a graph's normalized adjacency, in the vertex orders given
 (``natural``: ids as loaded; ``rcm``: reverse Cuthill-McKee, what ``distgcn
 partition`` writes by default), compares torch CSR (``sparse_csr_tensor @
-dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``: over the int32
-arrays in place, what ``auto`` multiplies below 32 columns), scipy CSR (``csr @ ndarray``),
-python-graphblas (``mxm`` with a full dense matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
+dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``:
+over the int32 arrays in place, what ``auto`` multiplies below 32 columns),
+scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
+matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
 own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``), all on
 ``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
