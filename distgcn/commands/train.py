@@ -69,8 +69,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="compute threads per rank (torch, BLAS and our numba kernels); default: "
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
     train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
-                       help="local sparse product: auto = numba on the CPU (our loop on --threads threads; on one "
-                            "thread scipy's CSR product below 32 columns), torch CSR on a GPU "
+                       help="local sparse product: auto = numba on the CPU (our loop on --threads threads; "
+                            "torch's CSR product on int32 indices below 32 columns), torch CSR on a GPU "
                             "(default: auto; measured in docs/performance.md)")
     train.add_argument("--backend", choices=BACKENDS,
                        help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
