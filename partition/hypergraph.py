@@ -67,11 +67,11 @@ AUTO_VCYCLES_MAX_PINS = 2_000_000
 # LARGE_NET_MIN_PINS pins) are left out of the partitioner's input (partition_nets' max_net_pins): a net of s pins
 # adds at most k - 1 to km1 however it is cut, while the partitioner's work on it grows with s. R-MAT hubs are
 # such nets. Measured on scale 20 (13.2*10^6 pins, mean 12.6; P = 4, DEFAULT preset, 2 threads, idle machine;
-# exact km1 of the whole hypergraph): every net kept 87.2 s, 632,344, 1.97 GB peak; cap 1,000 pins (22% of the
-# pins left out) 71.2 s, 632,296, 1.65 GB; cap 300 (40%) 49.4 s, 635,747, 1.41 GB; cap 100 (60%) 30.5 s,
-# 637,947 (+0.9%), 1.19 GB.
-LARGE_NET_MEANS = 8
-LARGE_NET_MIN_PINS = 100
+# exact km1 of the whole hypergraph; docs/scale.md): every net kept 87.2 s, 632,344, 1.97 GB peak; cap 1,000
+# pins (22% of the pins left out) 71.2 s, 632,296, 1.65 GB; cap 300 (40%) 49.4 s, 635,747, 1.41 GB; cap 100
+# (60%) 30.3-30.5 s, 637,827-637,947 (+0.9%), 1.19-1.29 GB; cap 50 (70%) 27.4 s, 636,445, 1.19 GB.
+LARGE_NET_MEANS = 4
+LARGE_NET_MIN_PINS = 50
 
 # name -> (Mt-KaHyPar PresetType, number of V-cycles after the first partition)
 MTKAHYPAR_PRESETS = {

@@ -72,10 +72,10 @@ def test_small_hypergraphs_keep_every_net_unless_asked(hubbed_hat):
 
 
 def test_the_default_cap_applies_above_the_pin_limit(monkeypatch, hubbed_hat):
-    """Above the pin limit, nets over 8 times the mean size (and at least the minimum) are left out."""
+    """Above the pin limit, nets over 4 times the mean size (and at least the minimum) are left out."""
     monkeypatch.setattr(hg_mod, "AUTO_VCYCLES_MAX_PINS", 100)
     monkeypatch.setattr(hg_mod, "LARGE_NET_MIN_PINS", 10)
     _, info = hypergraph_parts(hubbed_hat, 2, seed=0, partitioner="kahypar", return_info=True)
     sizes = np.diff(column_net(hubbed_hat)[0])
-    cap = math.ceil(8 * sizes.mean())
+    cap = math.ceil(4 * sizes.mean())
     assert info["max_net_pins"] == cap and info["nets_left_out"] == int((sizes > cap).sum()) == 3
