@@ -357,13 +357,15 @@ def partition_nets(
     n = int(weights.shape[0])
     if net_weights is None:
         net_weights = np.ones(int(indptr.shape[0]) - 1, dtype=np.int64)
+    info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
+    # the preset and the cap go by the whole hypergraph's size, not by what is left after the cap
+    size_preset = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
     if max_net_pins is None:
         max_net_pins = large_net_pins(indptr) if int(pins.shape[0]) > AUTO_VCYCLES_MAX_PINS else 0
     indptr, pins, net_weights, left_out = _without_large_nets(indptr, pins, net_weights, int(max_net_pins))
-    info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1", "max_net_pins": int(max_net_pins),
-                  "nets_left_out": left_out}
+    info.update(max_net_pins=int(max_net_pins), nets_left_out=left_out)
     if partitioner == "mtkahypar":
-        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset,
+        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, size_preset,
                                             threads, vcycles)
     else:
         parts, extra = _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset)

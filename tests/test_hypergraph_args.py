@@ -129,14 +129,14 @@ def test_hypergraph_parts_hands_every_option_to_partition_nets(monkeypatch):
 
     monkeypatch.setattr(hg, "partition_nets", spy)
     hg.hypergraph_parts(A, 2, epsilon=0.5, seed=4, partitioner="kahypar", preset="quality", threads=2, vcycles=1,
-                        vertex_weight="work")
+                        vertex_weight="work", max_net_pins=7)
     hg.hypergraph_parts(A, 2)
     (args, kwargs), (_, defaults) = calls
     assert [a.tolist() for a in args[:3]] == [[0, 2, 5, 6], [0, 2, 0, 1, 2, 2], [4, 3, 5]] and args[3] == 2
     assert kwargs == {"epsilon": 0.5, "seed": 4, "partitioner": "kahypar", "preset": "quality", "threads": 2,
-                      "vcycles": 1}
+                      "vcycles": 1, "max_net_pins": 7}
     assert defaults == {"epsilon": 0.03, "seed": 0, "partitioner": "mtkahypar", "preset": "auto", "threads": None,
-                        "vcycles": None}
+                        "vcycles": None, "max_net_pins": None}
 
 
 def test_partition_nets_hands_every_option_to_the_tool(monkeypatch):
