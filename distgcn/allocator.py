@@ -11,8 +11,8 @@ Two settings of the ``train`` process remove most of them:
   rank of the scale-23 R-MAT at P = 4 peaked lower (docs/performance.md).
 - glibc's malloc keeps freed blocks of up to 32 MiB in its heap (mallopt),
   instead of returning them to the kernel: Slashdot's 21 MB activations
-  are reused, not faulted in again (about 6 % per epoch; 50-130 MiB more
-  peak on a scale-23 rank, which the memory target still meets).
+  are reused, not faulted in again (about 6 % per epoch; up to 152 MiB more
+  peak on some scale-23 ranks, which the memory target still meets).
 
 Only the ``train`` command's process does this: the API leaves the caller's process as it is. A user who sets
 THP_MEM_ALLOC_ENABLE=0 keeps torch's default.

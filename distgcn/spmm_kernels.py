@@ -123,10 +123,7 @@ class NumbaBlock(ScipyBlock):
         super()._store(matrix, dtype, device)
         self.bounds: dict[int, np.ndarray] = {}
         """Row blocks per thread count (csr_kernel.row_blocks)."""
-        m = self.matrix
-        if m.indptr.dtype != m.indices.dtype:  # torch wants one index type; scipy gives one, but do not rely on it
-            m.indptr = m.indptr.astype(np.int64)
-            m.indices = m.indices.astype(np.int64)
+        m = self.matrix  # scipy keeps indptr and indices of one dtype, as torch needs
         self.view = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
                                             torch.from_numpy(m.data), size=m.shape, check_invariants=False)
         """The same arrays as a torch CSR tensor (no copy)."""

@@ -69,7 +69,8 @@ AUTO_VCYCLES_MAX_PINS = 2_000_000
 # such nets. Measured on scale 20 (13.2*10^6 pins, mean 12.6; P = 4, DEFAULT preset, 2 threads, idle machine;
 # exact km1 of the whole hypergraph; docs/scale.md): every net kept 87.2 s, 632,344, 1.97 GB peak; cap 1,000
 # pins (22% of the pins left out) 71.2 s, 632,296, 1.65 GB; cap 300 (40%) 49.4 s, 635,747, 1.41 GB; cap 100
-# (60%) 30.3-30.5 s, 637,827-637,947 (+0.9%), 1.19-1.29 GB; cap 50 (70%) 27.4 s, 636,445, 1.19 GB.
+# (60%) 30.3-30.5 s, 637,827-637,947 (+0.9%), 1.19-1.29 GB; cap 50 (70%) 27.4 s, 636,445, 1.19 GB. An hour
+# later: every net kept 145.6 s, 638,185; cap 50 50.4-52.8 s, 631,529-633,382 (the times vary that much).
 LARGE_NET_MEANS = 4
 LARGE_NET_MIN_PINS = 50
 
@@ -179,10 +180,10 @@ def _read_by_mtkahypar(mtk, ctx, indptr, pins, weights, net_weights):
         return mtk.hypergraph_from_file(path, ctx, mtkahypar.FileFormat.HMETIS)
 
 
-def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset, threads, vcycles):
+def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, resolved, threads, vcycles):
+    """``resolved``: a preset name other than auto (partition_nets resolves auto by the whole hypergraph's size)."""
     import mtkahypar
 
-    resolved = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
     name, preset_vcycles = MTKAHYPAR_PRESETS[resolved]
     if not hasattr(mtkahypar.PresetType, name):
         raise InputError(f"Mt-KaHyPar {mtkahypar.__version__} has no preset {name}")
@@ -306,8 +307,8 @@ def _without_large_nets(indptr: np.ndarray, pins: np.ndarray, net_weights: np.nd
                         max_net_pins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The nets of at most ``max_net_pins`` pins (all of them for 0), and how many were left out."""
     sizes = np.diff(indptr)
-    kept = sizes <= max_net_pins if max_net_pins > 0 else np.ones(sizes.shape, dtype=bool)
-    if kept.all():
+    kept = sizes <= max_net_pins
+    if max_net_pins <= 0 or kept.all():
         return indptr, pins, net_weights, 0
     kept_indptr = np.zeros(int(kept.sum()) + 1, dtype=np.int64)
     np.cumsum(sizes[kept], out=kept_indptr[1:])
@@ -359,13 +360,13 @@ def partition_nets(
         net_weights = np.ones(int(indptr.shape[0]) - 1, dtype=np.int64)
     info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
     # the preset and the cap go by the whole hypergraph's size, not by what is left after the cap
-    size_preset = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
+    resolved = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
     if max_net_pins is None:
         max_net_pins = large_net_pins(indptr) if int(pins.shape[0]) > AUTO_VCYCLES_MAX_PINS else 0
     indptr, pins, net_weights, left_out = _without_large_nets(indptr, pins, net_weights, int(max_net_pins))
     info.update(max_net_pins=int(max_net_pins), nets_left_out=left_out)
     if partitioner == "mtkahypar":
-        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, size_preset,
+        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, resolved,
                                             threads, vcycles)
     else:
         parts, extra = _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset)
