@@ -35,6 +35,7 @@ import numpy as np
 
 from .config import ConfigError, ModelConfig, attention_heads
 from .errors import InputError
+from .npy_files import read_npy_header, read_npz
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
@@ -122,12 +123,10 @@ def check_npz_arrays(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 with archive.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    if version not in ((1, 0), (2, 0)):
+                    header = read_npy_header(fh)
+                    if header is None:
                         continue
-                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
-                        else np.lib.format.read_array_header_2_0
-                    shape, _fortran, dtype = read_header(fh)
+                    shape, _fortran, dtype = header
                     stored = info.file_size - fh.tell()
                 nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if nbytes > stored:
@@ -159,13 +158,10 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         with zipfile.ZipFile(path) as archive:
             for name in archive.namelist():
                 with archive.open(name) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    if version == (1, 0):
-                        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-                    elif version == (2, 0):
-                        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-                    else:  # 3.0 only for non-ASCII field names, which shards do not have
-                        continue
+                    header = read_npy_header(fh)
+                if header is None:  # 3.0 only for non-ASCII field names, which shards do not have
+                    continue
+                shape, _fortran, dtype = header
                 out[name.removesuffix(".npy")] = (shape, dtype)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise InputError(f"cannot read shard ({exc})", path=path) from None
@@ -177,8 +173,7 @@ def shard_sizes(path: str | Path) -> ShardSizes:
     path = Path(path)
     headers = _npz_headers(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            classes = int(npz["num_classes"])
+        classes = int(read_npz(path, ["num_classes"])["num_classes"])
         return ShardSizes(
             rows=headers["global_ids"][0][0], halo_rows=headers["halo_global_ids"][0][0],
             nnz_owned=headers["owned_block.indices"][0][0], nnz_halo=headers["halo_block.indices"][0][0],

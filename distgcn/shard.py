@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from .errors import InputError
 from .memory import check_npz_arrays
+from .npy_files import read_npz
 
 FORMAT_VERSION = 2
 
@@ -146,8 +147,7 @@ def read_arrays(path: Path) -> dict[str, np.ndarray]:
         raise InputError("shard file not found", path=path)
     check_npz_arrays(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        arrays = read_npz(path)
     except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"cannot read shard ({exc})", path=path) from None
     except Exception as exc:  # zipfile.BadZipFile and friends

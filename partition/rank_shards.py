@@ -44,6 +44,7 @@ from distgcn.collective import Group, agree, agree_on_failure
 from distgcn.data.adjacency import sorted_unique
 from distgcn.errors import InputError
 from distgcn.faults import inject_shard_fault
+from distgcn.npy_files import read_npy, read_npy_header
 from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_source,
                                    input_paths, make_staging, partition_id, write_parts, write_shard)
 from distgcn.prepare import GraphOptions
@@ -101,10 +102,10 @@ def read_rows(path: Path, rows: np.ndarray) -> np.ndarray:
     file instead would count every page touched in the process's resident set.
     """
     with open(path, "rb") as fh:
-        version = np.lib.format.read_magic(fh)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-            np.lib.format.read_array_header_2_0
-        shape, fortran_order, dtype = read_header(fh)
+        header = read_npy_header(fh)
+        if header is None:
+            raise ValueError(f"{path}: not a version 1.0 or 2.0 .npy file")
+        shape, fortran_order, dtype = header
         if fortran_order or not shape:
             raise ValueError(f"{path}: expected a C-ordered array with at least one axis")
         start = fh.tell()
@@ -133,7 +134,7 @@ def read_csr_rows(directory: Path, matrix: str, rows: np.ndarray, with_data: boo
 
     Without ``with_data`` the entries are ones (a pattern).
     """
-    indptr = np.load(directory / f"{matrix}.indptr.npy")
+    indptr = read_npy(directory / f"{matrix}.indptr.npy")
     n = indptr.shape[0] - 1
     starts = indptr[rows]
     lengths = indptr[rows + 1] - starts
@@ -178,7 +179,7 @@ def cut_own_shard(rank: int, job: RankJob) -> tuple[Shard, RankCounts]:
     if not scratch.is_dir():
         raise InputError("this rank does not see the graph rank 0 wrote there: --out must be on a filesystem "
                          "that every rank sees", path=staging)
-    parts = np.load(staging / PARTS_FILE)
+    parts = read_npy(staging / PARTS_FILE)
     inject_shard_fault(rank)
     n = parts.shape[0]
     mine = np.flatnonzero(parts == rank)  # ascending global ids

@@ -20,6 +20,7 @@ from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
 from distgcn.graph import Graph
 from distgcn.memory import check_npz_arrays
+from distgcn.npy_files import read_npz
 from distgcn.safe_io import GRAPH, write_npz
 
 _REQUIRED = ("adj_indptr", "adj_indices", "adj_shape", "vertex_ids")
@@ -48,15 +49,14 @@ def load_npz(path: Path, *, symmetrize: bool = False) -> Graph:
     if path.is_file():
         check_npz_arrays(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = [key for key in _REQUIRED if key not in archive.files]
-            if missing:
-                raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(_REQUIRED)})", path=path)
-            arrays = {key: archive[key] for key in archive.files}
+        arrays = read_npz(path)
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise InputError(f"not a readable .npz archive ({' '.join(str(e).split())})", path=path) from None
+    missing = [key for key in _REQUIRED if key not in arrays]
+    if missing:
+        raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(_REQUIRED)})", path=path)
 
     n = _check_shape(arrays["adj_shape"], path)
     indptr = _integer_array(arrays, "adj_indptr", path, length=n + 1)

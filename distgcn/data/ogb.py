@@ -33,6 +33,7 @@ from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.errors import InputError
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size, check_npz_arrays
+from distgcn.npy_files import read_npz
 
 UNDIRECTED = {"ogbn-products": True, "ogbn-proteins": True, "ogbn-arxiv": False, "ogbn-papers100M": False}
 """OGB's ``add_inverse_edge`` for each node-property dataset: True where edge.csv.gz holds one direction per pair."""
@@ -137,13 +138,13 @@ def _load_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Every array of an .npz (no pickles), after checking its headers against the archive and memory."""
     try:
         check_npz_arrays(path)
-        with np.load(path, allow_pickle=False) as archive:
-            missing = [key for key in required if key not in archive.files]
-            if missing:
-                raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(required)})", path=path)
-            return {key: archive[key] for key in archive.files}
+        arrays = read_npz(path)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise InputError(f"not a readable .npz archive ({' '.join(str(e).split())})", path=path) from None
+    missing = [key for key in required if key not in arrays]
+    if missing:
+        raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(required)})", path=path)
+    return arrays
 
 
 def _read_split(directory: Path, name: str, n: int,
