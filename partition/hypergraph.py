@@ -20,6 +20,9 @@ import math
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import ContextManager
 from importlib import resources
 
 import numpy as np
@@ -30,6 +33,7 @@ from distgcn.progress import c_stdout_to_ticker
 from distgcn.threads import available_cores
 
 from .hmetis import write_hmetis
+from .tbb_memory import release_pooled_memory
 from .weights import vertex_weights
 
 __all__ = [
@@ -160,28 +164,51 @@ def _mtkahypar(threads: int | None):
         return _MTK, _MTK_THREADS
 
 
-def _read_by_mtkahypar(mtk, ctx, indptr, pins, weights, net_weights):
-    """Mt-KaHyPar's hypergraph of the nets, through an hMETIS file in a temporary directory (under ``TMPDIR``).
+@contextlib.contextmanager
+def _scratch_directory() -> Iterator[str]:
+    """A temporary directory under ``TMPDIR`` for the hypergraph file, or an InputError saying where to point it."""
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix="distgcn-hmetis-")
+    except OSError as err:
+        raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar in {tempfile.gettempdir()}: "
+                         f"{err.strerror or err}; point TMPDIR at a directory with room") from err
+    with scratch as directory:
+        yield directory
 
-    Mt-KaHyPar's reader drops single-pin nets, which never count in km1; the
-    partition is the one its in-memory constructor gives without them.
+
+@dataclass(frozen=True)
+class StagedNets:
+    """The nets a partitioner will get, written to an hMETIS file; what the cap left out."""
+
+    path: str
+    num_vertices: int
+    max_net_pins: int
+    nets_left_out: int
+
+
+def _stage_nets(directory: str, indptr: np.ndarray, pins: np.ndarray, weights: np.ndarray,
+                net_weights: np.ndarray | None, max_net_pins: int | None) -> StagedNets:
+    """Write the nets of at most ``max_net_pins`` pins (0: all) as an hMETIS file in ``directory``.
+
+    Its arrays are this call's only: once it returns, the caller may free the pins before the tool runs.
+    Mt-KaHyPar's reader drops single-pin nets, which never count in km1.
     """
-    import mtkahypar
-
-    with contextlib.ExitStack() as stack:
-        try:
-            path = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="distgcn-hmetis-")),
-                                "nets.hgr")
-            write_hmetis(path, indptr, pins, weights, net_weights)
-        except OSError as err:
-            raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar ({int(pins.shape[0])} pins, about "
-                             f"{8 * int(pins.shape[0]) // 2**20 + 1} MiB) in {tempfile.gettempdir()}: "
-                             f"{err.strerror or err}; point TMPDIR at a directory with room") from err
-        return mtk.hypergraph_from_file(path, ctx, mtkahypar.FileFormat.HMETIS)
+    indptr, pins, net_weights, max_net_pins, left_out = _without_large_nets(indptr, pins, net_weights, max_net_pins)
+    path = os.path.join(directory, "nets.hgr")
+    try:
+        write_hmetis(path, indptr, pins, weights, net_weights)
+    except OSError as err:
+        raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar ({int(pins.shape[0])} pins, about "
+                         f"{8 * int(pins.shape[0]) // 2**20 + 1} MiB) in {directory}: "
+                         f"{err.strerror or err}; point TMPDIR at a directory with room") from err
+    return StagedNets(path, int(weights.shape[0]), max_net_pins, left_out)
 
 
-def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, resolved, threads, vcycles):
-    """``resolved``: a preset name other than auto (partition_nets resolves auto by the whole hypergraph's size)."""
+def _partition_mtkahypar(staged: StagedNets, nparts, epsilon, seed, resolved, threads, vcycles, while_tool_runs):
+    """``resolved``: a preset name other than auto (resolved by the whole hypergraph's size).
+
+    ``while_tool_runs`` is entered before the tool reads the file: from then on it needs nothing of the caller's.
+    """
     import mtkahypar
 
     name, preset_vcycles = MTKAHYPAR_PRESETS[resolved]
@@ -194,13 +221,16 @@ def _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, se
     ctx.num_vcycles = vcycles
     ctx.logging = False
     mtkahypar.set_seed(int(seed))
-    hg = _read_by_mtkahypar(mtk, ctx, indptr, pins, weights, net_weights)
-    with c_stdout_to_ticker() as shown:  # its log names the step it is in: the progress line shows it
-        ctx.logging = shown
-        phg = hg.partition(ctx)
+    with while_tool_runs():
+        hg = mtk.hypergraph_from_file(staged.path, ctx, mtkahypar.FileFormat.HMETIS)
+        with c_stdout_to_ticker() as shown:  # its log names the step it is in: the progress line shows it
+            ctx.logging = shown
+            phg = hg.partition(ctx)
     parts = np.asarray(phg.get_partition(), dtype=np.int64)
     info = {"threads": nthreads, "vcycles": vcycles, "resolved_preset": resolved, "mtkahypar_preset": name,
             "km1_reported": int(phg.km1()), "version": _mtkahypar_version()}
+    del phg, hg
+    info["pooled_memory_released"] = release_pooled_memory(mtkahypar)
     return parts, info
 
 
@@ -266,6 +296,7 @@ def hypergraph_parts(
     return_info: bool = False,
     vertex_weight: str = "nonzeros",
     max_net_pins: int | None = None,
+    while_tool_runs: Callable[[], ContextManager[object]] = contextlib.nullcontext,
 ):
     """Partition the rows of ``a_hat`` minimising km1 of the column-net hypergraph.
 
@@ -281,7 +312,8 @@ def hypergraph_parts(
     ``threads`` and ``vcycles`` (override of the preset's V-cycles) apply to
     Mt-KaHyPar only; threads default to all cores. Only the deterministic
     presets, and KaHyPar, give the same partition for the same seed.
-    ``max_net_pins``: as for :func:`partition_nets` (large graphs leave their largest nets out).
+    ``max_net_pins`` and ``while_tool_runs``: as for :func:`partition_nets` (large graphs leave their largest
+    nets out; the column-net arrays are freed before the tool runs).
     Returns int64 part ids; with ``return_info`` also a dict.
     """
     n = _check_args(a_hat, nparts, epsilon)
@@ -290,10 +322,10 @@ def hypergraph_parts(
         parts = np.zeros(n, dtype=np.int64)
         info = {"partitioner": partitioner, "preset": preset, "objective": "km1", "threads": 0, "km1_reported": 0}
     else:
-        indptr, pins, weights = column_net(a_hat, vertex_weight)
-        parts, info = partition_nets(indptr, pins, weights, nparts, epsilon=epsilon, seed=seed,
-                                     partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles,
-                                     max_net_pins=max_net_pins)
+        parts, info = _partition_nets(lambda: column_net(a_hat, vertex_weight), int(a_hat.count_nonzero()), nparts,
+                                      net_weights=None, epsilon=epsilon, seed=seed, partitioner=partitioner,
+                                      preset=preset, threads=threads, vcycles=vcycles, max_net_pins=max_net_pins,
+                                      while_tool_runs=while_tool_runs)
     return (parts, info) if return_info else parts
 
 
@@ -303,16 +335,22 @@ def large_net_pins(indptr: np.ndarray) -> int:
     return max(LARGE_NET_MIN_PINS, math.ceil(LARGE_NET_MEANS * int(indptr[-1]) / nets))
 
 
-def _without_large_nets(indptr: np.ndarray, pins: np.ndarray, net_weights: np.ndarray,
-                        max_net_pins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The nets of at most ``max_net_pins`` pins (all of them for 0), and how many were left out."""
+def _without_large_nets(indptr: np.ndarray, pins: np.ndarray, net_weights: np.ndarray | None,
+                        max_net_pins: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """The nets of at most ``max_net_pins`` pins (all of them for 0; None: :func:`partition_nets`' default),
+    their weights (default 1), the cap and how many nets were left out."""
+    if net_weights is None:
+        net_weights = np.ones(int(indptr.shape[0]) - 1, dtype=np.int64)
+    if max_net_pins is None:
+        max_net_pins = large_net_pins(indptr) if int(pins.shape[0]) > AUTO_VCYCLES_MAX_PINS else 0
+    max_net_pins = int(max_net_pins)
     sizes = np.diff(indptr)
     kept = sizes <= max_net_pins
     if max_net_pins <= 0 or kept.all():
-        return indptr, pins, net_weights, 0
+        return indptr, pins, net_weights, max_net_pins, 0
     kept_indptr = np.zeros(int(kept.sum()) + 1, dtype=np.int64)
     np.cumsum(sizes[kept], out=kept_indptr[1:])
-    return kept_indptr, pins[np.repeat(kept, sizes)], net_weights[kept], int((~kept).sum())
+    return kept_indptr, pins[np.repeat(kept, sizes)], net_weights[kept], max_net_pins, int((~kept).sum())
 
 
 def _resolve_tool(partitioner: str | None, preset: str | None, vcycles: int | None) -> tuple[str, str]:
@@ -343,6 +381,7 @@ def partition_nets(
     threads: int | None = None,
     vcycles: int | None = None,
     max_net_pins: int | None = None,
+    while_tool_runs: Callable[[], ContextManager[object]] = contextlib.nullcontext,
 ) -> tuple[np.ndarray, dict]:
     """km1 partition (nparts >= 2) of any hypergraph given as nets ``pins[indptr[i]:indptr[i+1]]``.
 
@@ -352,25 +391,38 @@ def partition_nets(
     Nets of more than ``max_net_pins`` pins are left out of the partitioner's
     input (each would add at most ``(nparts - 1) * weight`` to km1); None: those
     above :func:`large_net_pins` when there are more than :data:`AUTO_VCYCLES_MAX_PINS` pins; 0: none.
-    ``info["km1_reported"]`` is then the km1 of the nets kept.
+    ``info["km1_reported"]`` is then the km1 of the nets kept. ``while_tool_runs()`` is entered around the
+    partitioner's own run, when it needs no array of the caller's (:mod:`partition.spill` frees memory there).
     """
+    return _partition_nets(lambda: (indptr, pins, weights), int(pins.shape[0]), nparts, net_weights=net_weights,
+                           epsilon=epsilon, seed=seed, partitioner=partitioner, preset=preset, threads=threads,
+                           vcycles=vcycles, max_net_pins=max_net_pins, while_tool_runs=while_tool_runs)
+
+
+def _partition_nets(nets: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]], num_pins: int, nparts: int, *,
+                    net_weights: np.ndarray | None, epsilon: float, seed: int, partitioner: str | None,
+                    preset: str | None, threads: int | None, vcycles: int | None, max_net_pins: int | None,
+                    while_tool_runs: Callable[[], ContextManager[object]]) -> tuple[np.ndarray, dict]:
+    """:func:`partition_nets` of the nets ``nets()`` builds: built only where they are needed, so that with
+    Mt-KaHyPar they are freed once written to its file, before it runs."""
     partitioner, preset = _resolve_tool(partitioner, preset, vcycles)
-    n = int(weights.shape[0])
-    if net_weights is None:
-        net_weights = np.ones(int(indptr.shape[0]) - 1, dtype=np.int64)
     info: dict = {"partitioner": partitioner, "preset": preset, "objective": "km1"}
     # the preset and the cap go by the whole hypergraph's size, not by what is left after the cap
-    resolved = resolve_auto(nparts, int(pins.shape[0])) if preset == "auto" else preset
-    if max_net_pins is None:
-        max_net_pins = large_net_pins(indptr) if int(pins.shape[0]) > AUTO_VCYCLES_MAX_PINS else 0
-    indptr, pins, net_weights, left_out = _without_large_nets(indptr, pins, net_weights, int(max_net_pins))
-    info.update(max_net_pins=int(max_net_pins), nets_left_out=left_out)
+    resolved = resolve_auto(nparts, num_pins) if preset == "auto" else preset
     if partitioner == "mtkahypar":
-        parts, extra = _partition_mtkahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, resolved,
-                                            threads, vcycles)
+        with _scratch_directory() as directory:
+            staged = _stage_nets(directory, *nets(), net_weights, max_net_pins)
+            parts, extra = _partition_mtkahypar(staged, nparts, epsilon, seed, resolved, threads, vcycles,
+                                                while_tool_runs)
+        n, max_net_pins, left_out = staged.num_vertices, staged.max_net_pins, staged.nets_left_out
     else:
-        parts, extra = _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset)
-    info.update(extra)
+        indptr, pins, weights = nets()
+        indptr, pins, net_weights, max_net_pins, left_out = _without_large_nets(indptr, pins, net_weights,
+                                                                                max_net_pins)
+        n = int(weights.shape[0])
+        with while_tool_runs():
+            parts, extra = _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed, preset)
+    info.update(max_net_pins=max_net_pins, nets_left_out=left_out, **extra)
     if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= nparts)):
         raise RuntimeError(f"{partitioner} returned an invalid partition")
     return parts, info

@@ -16,9 +16,11 @@ Every model returns an int64 array ``parts`` of length n with values in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ContextManager
 
 import numpy as np
 import scipy.sparse as sp
@@ -245,6 +247,7 @@ def compute_parts(
     sampler: SamplerSpec | None = None,
     shp: dict | None = None,
     vertex_weight: str = "nonzeros",
+    while_tool_runs: Callable[[], ContextManager[object]] = nullcontext,
 ) -> tuple[np.ndarray, dict]:
     """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
 
@@ -255,7 +258,8 @@ def compute_parts(
     ``sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes
     ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
     ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
-    (:func:`partition.weights.vertex_weights`).
+    (:func:`partition.weights.vertex_weights`). The hypergraph model enters ``while_tool_runs()`` around
+    Mt-KaHyPar's or KaHyPar's own run, when nothing of Â is needed (:class:`partition.spill.Spill`).
     """
     n = _check_matrix(a_hat)
     model = (model or "").lower()
@@ -288,7 +292,7 @@ def compute_parts(
         parts, extra = hypergraph_parts(a_hat, nparts, epsilon=epsilon, seed=seed,
                                         partitioner=partitioner, preset=preset,
                                         threads=threads, vcycles=vcycles, return_info=True,
-                                        vertex_weight=vertex_weight)
+                                        vertex_weight=vertex_weight, while_tool_runs=while_tool_runs)
         info.update(epsilon=float(epsilon), seed=int(seed), vertex_weight=vertex_weight)
         extra = dict(extra)
         tool_version = extra.pop("version", None)

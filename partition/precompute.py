@@ -24,6 +24,7 @@ from distgcn.progress import NORMAL, QUIET, VERBOSE, Progress
 from .metrics import partition_metrics
 from .models import GIL_HOLDING_MODELS, check_partitioner, compute_parts
 from .shards import GraphData, cut_shards
+from .spill import Spill
 from .stochastic import sampling_report
 
 
@@ -89,12 +90,16 @@ def load_and_partition(options: GraphOptions, nparts: int, model: str, progress:
     """The graph (without its adjacency), Â, the part vector and what the partitioning model reported (not yet
     measured)."""
     data, a_hat = load(options, progress)
+    spill = Spill(data, a_hat)  # the features and Â leave memory while the partitioner holds its own graph
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
+        if model == "hypergraph":
+            spill.move_vertex_arrays()
         with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
             parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
                                         preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                                        vertex_weight=vertex_weight, threads=threads)
+                                        vertex_weight=vertex_weight, threads=threads, while_tool_runs=spill)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
+    spill.report(progress)
     if "shp" in info:
         report, warning = sampling_report(info["shp"])
         progress.info(report)

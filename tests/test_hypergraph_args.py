@@ -3,6 +3,9 @@ tools receive, what the model records, and the messages of bad arguments."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -123,37 +126,48 @@ def test_vcycles_are_checked_also_for_one_part():
 def test_hypergraph_parts_hands_every_option_to_partition_nets(monkeypatch):
     calls = []
 
-    def spy(*args, **kwargs):
-        calls.append((args, kwargs))
+    def spy(nets, num_pins, nparts, **kwargs):
+        calls.append(([a.tolist() for a in nets()], num_pins, nparts, kwargs))
         return np.zeros(3, dtype=np.int64), {}
 
-    monkeypatch.setattr(hg, "partition_nets", spy)
+    monkeypatch.setattr(hg, "_partition_nets", spy)
+
+    def hook():
+        return contextlib.nullcontext()
+
     hg.hypergraph_parts(A, 2, epsilon=0.5, seed=4, partitioner="kahypar", preset="quality", threads=2, vcycles=1,
-                        vertex_weight="work", max_net_pins=7)
+                        vertex_weight="work", max_net_pins=7, while_tool_runs=hook)
     hg.hypergraph_parts(A, 2)
-    (args, kwargs), (_, defaults) = calls
-    assert [a.tolist() for a in args[:3]] == [[0, 2, 5, 6], [0, 2, 0, 1, 2, 2], [4, 3, 5]] and args[3] == 2
-    assert kwargs == {"epsilon": 0.5, "seed": 4, "partitioner": "kahypar", "preset": "quality", "threads": 2,
-                      "vcycles": 1, "max_net_pins": 7}
-    assert defaults == {"epsilon": 0.03, "seed": 0, "partitioner": "mtkahypar", "preset": "auto", "threads": None,
-                        "vcycles": None, "max_net_pins": None}
+    (nets, num_pins, nparts, kwargs), (_, _, _, defaults) = calls
+    assert nets == [[0, 2, 5, 6], [0, 2, 0, 1, 2, 2], [4, 3, 5]] and num_pins == 6 and nparts == 2
+    assert kwargs == {"net_weights": None, "epsilon": 0.5, "seed": 4, "partitioner": "kahypar", "preset": "quality",
+                      "threads": 2, "vcycles": 1, "max_net_pins": 7, "while_tool_runs": hook}
+    assert defaults == {"net_weights": None, "epsilon": 0.03, "seed": 0, "partitioner": "mtkahypar",
+                        "preset": "auto", "threads": None, "vcycles": None, "max_net_pins": None,
+                        "while_tool_runs": contextlib.nullcontext}
 
 
 def test_partition_nets_hands_every_option_to_the_tool(monkeypatch):
     calls = []
 
-    def spy(*args):
+    def mtkahypar_spy(staged, *args):
+        calls.append((Path(staged.path).read_text(), staged.num_vertices, *args))
+        return np.zeros(2, dtype=np.int64), {}
+
+    def kahypar_spy(*args):
         calls.append(args)
         return np.zeros(2, dtype=np.int64), {}
 
-    monkeypatch.setattr(hg, "_partition_mtkahypar", spy)
-    monkeypatch.setattr(hg, "_partition_kahypar", spy)
+    monkeypatch.setattr(hg, "_partition_mtkahypar", mtkahypar_spy)
+    monkeypatch.setattr(hg, "_partition_kahypar", kahypar_spy)
     indptr, pins, weights = np.array([0, 2]), np.array([0, 1]), np.ones(2, dtype=np.int64)
     hg.partition_nets(indptr, pins, weights, 2, net_weights=np.array([5]), epsilon=0.5, seed=4, preset="quality",
                       threads=2, vcycles=1)
     hg.partition_nets(indptr, pins, weights, 2, partitioner="kahypar")
     mtk, kh = calls
-    assert mtk[3].tolist() == [5] and list(mtk[4:]) == [2, 0.5, 4, "quality", 2, 1]
+    # hMETIS: 1 net, 2 vertices, both weighted; the net of weight 5 holds vertices 1 and 2 (1-based)
+    assert mtk[:2] == ("1 2 11\n5 1 2\n1\n1\n", 2)
+    assert list(mtk[2:]) == [2, 0.5, 4, "quality", 2, 1, contextlib.nullcontext]
     assert kh[3].tolist() == [1] and list(kh[4:]) == [2, 0.03, 0, "fast"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -590,10 +591,14 @@ def test_compute_parts_hands_every_option_to_the_hypergraph_model(monkeypatch, t
     if tool_version:
         extra["version"] = tool_version
     calls = _spy(monkeypatch, "hypergraph_parts", (np.zeros(8, dtype=np.int64), extra))
+    def hook():
+        return contextlib.nullcontext()
+
     _, info = compute_parts("hypergraph", a, 2, epsilon=0.2, seed=5, partitioner="KaHyPar", preset="quality",
-                            threads=3, vcycles=4, vertex_weight="work")
+                            threads=3, vcycles=4, vertex_weight="work", while_tool_runs=hook)
     assert calls == [((a, 2), {"epsilon": 0.2, "seed": 5, "partitioner": "kahypar", "preset": "quality",
-                               "threads": 3, "vcycles": 4, "return_info": True, "vertex_weight": "work"})]
+                               "threads": 3, "vcycles": 4, "return_info": True, "vertex_weight": "work",
+                               "while_tool_runs": hook})]
     assert info["versions"]["kahypar"] == (tool_version or metadata.version("kahypar"))
     assert "version" not in info and info["km1_reported"] == 3
     assert ("version" in extra) == bool(tool_version)  # the tool's answer is left as it was
