@@ -6,6 +6,9 @@ than scipy's CSR product, the fastest library there; at 16 columns scipy was
 as fast or faster. Each output row accumulates in a small buffer that the
 compiler keeps in vector registers, and the width loop vectorizes, where
 scipy's loop re-reads and re-writes the output row for every nonzero.
+From CONSTANT_WIDTH_FROM columns up the loop is compiled for its width: a
+constant trip count lets the compiler unroll and vectorize the row's
+accumulation (Slashdot, RCM: 1.1-1.8x at 48-512 columns, the same bits).
 
 With more threads the rows are cut into blocks of about equal work
 (nonzeros plus one per row, :func:`row_blocks`) that the threads take in
@@ -15,6 +18,7 @@ nonzeros, so the result is the same bits whatever the number of threads.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
 import numpy as np
@@ -23,30 +27,40 @@ from .threads import follow_torch_threads
 
 MIN_WIDTH = 32
 """Narrower products go to torch's CSR product (measured: at 8-16 columns this loop was 0.4-0.7x its speed)."""
+CONSTANT_WIDTH_FROM = 48
+"""From this width up each width gets its own compiled loop. Measured on Slashdot, RCM order, float32, idle, 1 / 2
+threads, against the loop with the width read at run time (docs/performance.md): 48 columns 1.31x / 1.11x,
+64 1.19x / 1.14x, 96 1.58x / 1.43x, 128 1.42x / 1.41x, 256 1.77x / 1.67x, 512 1.57x / 1.39x, Cora's 1433 and
+CiteSeer's 3703 1.10x / 1.09x (1 thread), each the same bits; at 32 it was 2.7x slower, so 32-47 columns keep the
+run-time width. numba caches each width's loop on disk like any other (first call of a new width: about 1 s)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
 
 
 @cache
-def _compiled():
+def _compiled(width: int = 0):
+    """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
+    # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value.
     @numba.njit(parallel=True, fastmath=True, nogil=True, cache=True)
     def csr_product(indptr, indices, data, dense, out, bounds, accumulate):
+        columns = width if width else out.shape[1]
         for b in numba.prange(bounds.shape[0] - 1):
-            acc = np.empty(out.shape[1], dtype=out.dtype)
             for i in range(bounds[b], bounds[b + 1]):
-                acc[:] = 0
+                acc = np.zeros(columns, dtype=out.dtype)
                 for k in range(indptr[i], indptr[i + 1]):
                     a = data[k]
-                    row = dense[indices[k]]
-                    for c in range(acc.shape[0]):
-                        acc[c] += a * row[c]
+                    j = indices[k]
+                    for c in range(columns):
+                        acc[c] += a * dense[j, c]
                 if accumulate:
-                    out[i, :] += acc
+                    for c in range(columns):
+                        out[i, c] += acc[c]
                 else:
-                    out[i, :] = acc
+                    for c in range(columns):
+                        out[i, c] = acc[c]
 
     return csr_product
 
@@ -78,11 +92,17 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     bounds = cache.get(count)
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    _compiled()(indptr, indices, data, dense, out, bounds, accumulate)
+    width = dense.shape[1]
+    _compiled(width if width >= CONSTANT_WIDTH_FROM else 0)(indptr, indices, data, dense, out, bounds, accumulate)
 
 
-def compile_now(dtype: np.dtype) -> None:
-    """Compile (or load from numba's cache) the product for ``dtype`` and int32 indices on a 1 x 1 matrix, before
-    a rank's large arrays exist (as :func:`distgcn.dropout_kernel.compile_now`)."""
-    one = np.ones((1, 1), dtype=dtype)
-    add_product(np.array([0, 1], dtype=np.int32), np.zeros(1, dtype=np.int32), one[0], one, np.zeros_like(one))
+def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
+    """Compile (or load from numba's cache) the product for ``dtype``, int32 indices and each of ``widths`` (the
+    run-time-width loop for those below CONSTANT_WIDTH_FROM) before a rank's large arrays exist (as
+    :func:`distgcn.dropout_kernel.compile_now`). Each runs on a matrix of no rows, so no width allocates anything:
+    the memory check that follows may still refuse a model too wide for the rank."""
+    no_rows = np.zeros(1, dtype=np.int32)
+    dense = np.zeros((1, 1), dtype=dtype)
+    for width in sorted({w if w >= CONSTANT_WIDTH_FROM else 0 for w in widths if w >= MIN_WIDTH}):
+        _compiled(width)(no_rows, no_rows[:0], dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
+                         np.zeros(2, dtype=np.int64), False)

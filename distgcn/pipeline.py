@@ -254,8 +254,8 @@ def _compile_kernels(kernel: str, train: TrainConfig) -> None:
     dtype = np.dtype(train.dtype)
     if train.dropout > 0:
         dropout_kernel.compile_now(dtype)
-    if kernel == "numba" and max(train.hidden, default=0) >= csr_kernel.MIN_WIDTH:
-        csr_kernel.compile_now(dtype)
+    if kernel == "numba":
+        csr_kernel.compile_now(dtype, train.hidden)
 
 
 def _check_memory(shard: Shard, train: TrainConfig, transport: Transport, kernel: str) -> None:
