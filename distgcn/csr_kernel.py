@@ -80,6 +80,12 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
     return np.searchsorted(work, np.linspace(0, work[-1], blocks + 1)).astype(np.int64)
 
 
+def _compiled_width(width: int) -> int:
+    """The width the loop for ``width`` columns is compiled for: its own, or 0 (read at run time) below
+    CONSTANT_WIDTH_FROM."""
+    return width if width >= CONSTANT_WIDTH_FROM else 0
+
+
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
                 out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
@@ -93,7 +99,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
     width = dense.shape[1]
-    _compiled(width if width >= CONSTANT_WIDTH_FROM else 0)(indptr, indices, data, dense, out, bounds, accumulate)
+    _compiled(_compiled_width(width))(indptr, indices, data, dense, out, bounds, accumulate)
 
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
@@ -103,6 +109,6 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     the memory check that follows may still refuse a model too wide for the rank."""
     no_rows = np.zeros(1, dtype=np.int32)
     dense = np.zeros((1, 1), dtype=dtype)
-    for width in sorted({w if w >= CONSTANT_WIDTH_FROM else 0 for w in widths if w >= MIN_WIDTH}):
+    for width in sorted({_compiled_width(w) for w in widths if w >= MIN_WIDTH}):
         _compiled(width)(no_rows, no_rows[:0], dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
                          np.zeros(2, dtype=np.int64), False)

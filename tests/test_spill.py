@@ -63,9 +63,13 @@ def test_the_hook_runs_when_the_column_nets_are_freed_and_before_the_tool_reads_
         return arrays
 
     def tool(staged, *args):
-        hook = args[-1]
-        real_hook = lambda: (seen.append(all(ref() is None for ref in nets)), hook())[1]  # noqa: E731
-        return real_tool(staged, *args[:-1], real_hook)
+        *options, hook = args
+
+        def watched_hook():
+            seen.append(all(ref() is None for ref in nets))
+            return hook()
+
+        return real_tool(staged, *options, watched_hook)
 
     monkeypatch.setattr(hg, "column_net", column_net)
     monkeypatch.setattr(hg, "_partition_mtkahypar", tool)
