@@ -28,13 +28,22 @@ from .threads import follow_torch_threads
 MIN_WIDTH = 32
 """Narrower products go to torch's CSR product (measured: at 8-16 columns this loop was 0.4-0.7x its speed)."""
 CONSTANT_WIDTH_FROM = 48
-"""From this width up each width gets its own compiled loop. Measured on Slashdot, RCM order, float32, idle, 1 / 2
-threads, against the loop with the width read at run time (docs/performance.md): 48 columns 1.31x / 1.11x,
-64 1.19x / 1.14x, 96 1.58x / 1.43x, 128 1.42x / 1.41x, 256 1.77x / 1.67x, 512 1.57x / 1.39x, Cora's 1433 and
-CiteSeer's 3703 1.10x / 1.09x (1 thread), each the same bits; at 32 it was 2.7x slower, so 32-47 columns keep the
-run-time width. numba caches each width's loop on disk like any other (first call of a new width: about 1 s)."""
+"""From this width up each width gets its own compiled loop, whose row accumulator lives in registers
+(:func:`distgcn.llvm_intrinsics.stack_buffer`). Measured on Slashdot, RCM order, float32 (docs/performance.md):
+at 48-64 columns 1.8-2.0x the loop with the width read at run time on 1 and 2 threads, the same bits; at 32 and 40
+columns no faster (0.88-1.01x), so 32-47 columns keep the run-time width. numba caches each width's loop on disk
+like any other (first call of a new width: about 1 s)."""
+STACK_ACCUMULATOR_BYTES = 16 * 1024
+"""The widest accumulator kept on a thread's stack (4096 float32 or 2048 float64 columns); wider rows use the
+run-time-width loop, whose accumulator is on the heap."""
+PREFETCH_AHEAD = 16
+"""The loop asks for the row of H that the nonzero this many places ahead gathers. Slashdot, RCM, 64 columns, 2
+threads: 1.3-1.5x the same loop without prefetching; 8 and 32 places ahead were no better (docs/performance.md)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
+EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
+"""numba's fastmath less ``reassoc``: a row is summed in the order of its nonzeros (each step one fused
+multiply-add), whatever the compiler vectorizes or unrolls, so every loop here gives the same bits."""
 
 
 @cache
@@ -42,19 +51,31 @@ def _compiled(width: int = 0):
     """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
+    from .llvm_intrinsics import prefetch, stack_buffer
+
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
     # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value.
-    @numba.njit(parallel=True, fastmath=True, nogil=True, cache=True)
+    @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
     def csr_product(indptr, indices, data, dense, out, bounds, accumulate):
         columns = width if width else out.shape[1]
+        line = max(1, 64 // dense.itemsize)  # items per cache line
+        last = indices.shape[0] - 1
         for b in numba.prange(bounds.shape[0] - 1):
+            if width:  # a fixed size on the stack: the compiler keeps it in registers
+                acc = numba.carray(stack_buffer(width, out.dtype), width)
+            else:
+                acc = np.empty(columns, dtype=out.dtype)
             for i in range(bounds[b], bounds[b + 1]):
-                acc = np.zeros(columns, dtype=out.dtype)
+                for c in range(columns):
+                    acc[c] = 0
                 for k in range(indptr[i], indptr[i + 1]):
+                    if k + PREFETCH_AHEAD <= last:
+                        for c in range(0, columns, line):
+                            prefetch(dense, indices[k + PREFETCH_AHEAD], c)
                     a = data[k]
-                    j = indices[k]
+                    row = dense[indices[k]]
                     for c in range(columns):
-                        acc[c] += a * dense[j, c]
+                        acc[c] += a * row[c]
                 if accumulate:
                     for c in range(columns):
                         out[i, c] += acc[c]
@@ -80,10 +101,10 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
     return np.searchsorted(work, np.linspace(0, work[-1], blocks + 1)).astype(np.int64)
 
 
-def _compiled_width(width: int) -> int:
-    """The width the loop for ``width`` columns is compiled for: its own, or 0 (read at run time) below
-    CONSTANT_WIDTH_FROM."""
-    return width if width >= CONSTANT_WIDTH_FROM else 0
+def _compiled_width(width: int, itemsize: int) -> int:
+    """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
+    time) below CONSTANT_WIDTH_FROM and above the stack accumulator's size."""
+    return width if CONSTANT_WIDTH_FROM <= width and width * itemsize <= STACK_ACCUMULATOR_BYTES else 0
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
@@ -99,7 +120,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
     width = dense.shape[1]
-    _compiled(_compiled_width(width))(indptr, indices, data, dense, out, bounds, accumulate)
+    _compiled(_compiled_width(width, out.itemsize))(indptr, indices, data, dense, out, bounds, accumulate)
 
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
@@ -109,6 +130,6 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     the memory check that follows may still refuse a model too wide for the rank."""
     no_rows = np.zeros(1, dtype=np.int32)
     dense = np.zeros((1, 1), dtype=dtype)
-    for width in sorted({_compiled_width(w) for w in widths if w >= MIN_WIDTH}):
+    for width in sorted({_compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
         _compiled(width)(no_rows, no_rows[:0], dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
                          np.zeros(2, dtype=np.int64), False)

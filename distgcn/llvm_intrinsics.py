@@ -1,0 +1,69 @@
+"""Two LLVM operations that numba does not offer, for the wide loop of :mod:`distgcn.csr_kernel`.
+
+- :func:`stack_buffer`: a fixed-size scratch array on the stack. numba's
+  ``np.empty`` allocates on the heap, through a call LLVM cannot see into,
+  so a row's accumulator lived in memory and every nonzero loaded and
+  stored it again. An array on the stack that never escapes is promoted to
+  vector registers (one zmm per 16 float32 columns on AVX-512).
+- :func:`prefetch`: ``llvm.prefetch`` for the cache line holding one entry
+  of a 2D array. The rows of H a product gathers are known a few nonzeros
+  ahead (the column indices), but not to the hardware prefetcher.
+
+Imported on first use only (it imports numba), like the kernels.
+"""
+
+from __future__ import annotations
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_I32 = ir.IntType(32)
+_PREFETCH = "llvm.prefetch.p0" if llvm.llvm_version_info[0] >= 15 else "llvm.prefetch"
+"""The intrinsic's name: overloaded on the pointer type since LLVM 15."""
+
+
+@intrinsic
+def stack_buffer(typingctx, count, dtype):
+    """A pointer to ``count`` items of ``dtype`` on the calling function's stack, uninitialised.
+
+    ``count`` must be a compile-time constant (a closure constant or a literal); wrap the pointer with
+    ``numba.carray(pointer, count)``. Keep it small: it lives on a thread's stack.
+    """
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(dtype, (types.DType, types.NumberClass)):
+        return None
+    items, item_type = count.literal_value, dtype.dtype
+
+    def codegen(context, builder, signature, args):
+        buffer = cgutils.alloca_once(builder, ir.ArrayType(context.get_data_type(item_type), items))
+        return builder.bitcast(buffer, context.get_value_type(signature.return_type))
+
+    return types.CPointer(item_type)(count, dtype), codegen
+
+
+@intrinsic
+def prefetch(typingctx, array, row, column):
+    """Ask the CPU to bring the cache line of ``array[row, column]`` into every cache level (a read).
+
+    No bounds are checked and nothing is read: an address outside the array costs a wasted prefetch, never a
+    fault. ``array`` is a 2D numba array.
+    """
+    if not isinstance(array, types.Array) or array.ndim != 2:
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        ary = context.make_array(array_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, value_type, types.intp)
+                   for value, value_type in zip(args[1:], signature.args[1:])]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, ary, indices, wraparound=False)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, _I32, _I32, _I32]), _PREFETCH)
+        # read (0), keep in all levels (3), data cache (1)
+        builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), ir.Constant(_I32, 0),
+                                ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column), codegen
