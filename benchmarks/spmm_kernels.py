@@ -21,6 +21,14 @@ kernel's effective bandwidth two ways:
         --threads 1 --name rmat20
 
 writes benchmarks/results/spmm-NAME.{json,md}.
+
+Each product writes a fresh result (Y = Â H, not Y += Â H), as the owned
+block's product in ``train`` does. H and Y are torch allocations in huge
+pages, as in a ``train`` process (distgcn/allocator.py; ``--memory plain``:
+numpy arrays in 4 KiB pages). Kernels are timed in ``--rounds`` interleaved
+rounds of ``--repeats`` calls each, so that a change in the machine's load
+hits every kernel alike; a kernel's time is the median of its rounds'
+medians, and the copy bandwidth the best of one copy per round.
 """
 
 from __future__ import annotations
@@ -36,10 +44,9 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from distgcn import csr_kernel
+from distgcn import allocator, csr_kernel
 from distgcn.data import load_graph
 from distgcn.graph import normalized_adjacency
 
@@ -47,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def timed(fn, repeats: int) -> float:
-    fn()
+    """Median seconds of ``repeats`` calls."""
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -56,13 +63,31 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(samples)
 
 
-def memory_bandwidth(repeats: int) -> dict[str, float]:
-    """GB/s of a large copy (read + write) and a large sum (read only), best of ``repeats``."""
-    a = np.ones(2**27, dtype=np.float32)
-    b = np.empty_like(a)
-    copy = min(timed(lambda: np.copyto(b, a), 1) for _ in range(repeats))
-    read = min(timed(lambda: a.sum(), 1) for _ in range(repeats))
-    return {"copy_gbs": 2 * a.nbytes / copy / 1e9, "read_gbs": a.nbytes / read / 1e9}
+def array(shape: tuple[int, ...], dtype: np.dtype, memory: str) -> np.ndarray:
+    """An uninitialised array: torch's memory (``train``: huge pages, as in a train process) or numpy's
+    (``plain``: 4 KiB pages)."""
+    if memory == "plain":
+        return np.empty(shape, dtype=dtype)
+    import torch
+
+    return torch.empty(shape, dtype=getattr(torch, dtype.name)).numpy()
+
+
+class Bandwidth:
+    """GB/s of a large copy (read + write) and a large sum (read only): the best of the samples taken."""
+
+    def __init__(self, memory: str) -> None:
+        self.a = array((2**27,), np.dtype(np.float32), memory)
+        self.a[:] = 1
+        self.b = array((2**27,), np.dtype(np.float32), memory)
+        self.copy_s = self.read_s = float("inf")
+
+    def sample(self) -> None:
+        self.copy_s = min(self.copy_s, timed(lambda: np.copyto(self.b, self.a), 1))
+        self.read_s = min(self.read_s, timed(self.a.sum, 1))
+
+    def gbs(self) -> dict[str, float]:
+        return {"copy_gbs": 2 * self.a.nbytes / self.copy_s / 1e9, "read_gbs": self.a.nbytes / self.read_s / 1e9}
 
 
 def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
@@ -82,10 +107,17 @@ def main() -> None:
                         help="comma list of torch, torch32, scipy, numba and graphblas "
                              "(graphblas needs pip install -e '.[bench]')")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="calls per kernel in each round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds over all kernels")
+    parser.add_argument("--memory", choices=["train", "plain"], default="train",
+                        help="train: H and Y in torch's huge-page memory, as train allocates them; plain: numpy's")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     parser.add_argument("--name", required=True, help="results go to benchmarks/results/spmm-NAME.{json,md}")
     args = parser.parse_args()
+    if args.memory == "train":
+        allocator.prefer_huge_pages()  # must precede torch's import, as in the train command
+    import torch
+
     torch.set_num_threads(args.threads)
     kernels = args.kernels.split(",")
     if "graphblas" in kernels:
@@ -94,7 +126,7 @@ def main() -> None:
         gb.ss.config["nthreads"] = args.threads
     dtype = np.dtype(args.dtype)
     load_start = os.getloadavg()
-    bandwidth = memory_bandwidth(args.repeats)
+    bandwidth = Bandwidth(args.memory)
     natural = normalized_adjacency(load_graph(args.graph, symmetrize=args.symmetrize).adj, dtype=dtype)
     rows = []
     for order in args.orders.split(","):
@@ -107,52 +139,69 @@ def main() -> None:
             a, order_s = natural, 0.0
         a.sort_indices()
         for width in (int(w) for w in args.widths.split(",")):
-            h = np.random.default_rng(0).standard_normal((a.shape[0], width)).astype(dtype)
+            h = array((a.shape[0], width), dtype, args.memory)
+            h[:] = np.random.default_rng(0).standard_normal((a.shape[0], width)).astype(dtype)
+            out = array((a.shape[0], width), dtype, args.memory)
             reference = a @ h
+            h_torch, out_torch = torch.from_numpy(h), torch.from_numpy(out)
             candidates = {"scipy": lambda: a @ h}
             if "torch" in kernels:
                 a_torch = torch.sparse_csr_tensor(torch.from_numpy(a.indptr.astype(np.int64)),
                                                   torch.from_numpy(a.indices.astype(np.int64)),
                                                   torch.from_numpy(a.data), size=a.shape, check_invariants=False)
-                h_torch = torch.from_numpy(h)
-                candidates["torch"] = lambda: a_torch @ h_torch
+                candidates["torch"] = lambda: torch.mm(a_torch, h_torch, out=out_torch)
             if "torch32" in kernels:
                 a_view = torch.sparse_csr_tensor(torch.from_numpy(a.indptr), torch.from_numpy(a.indices),
                                                  torch.from_numpy(a.data), size=a.shape, check_invariants=False)
-                h_view = torch.from_numpy(h)
-                candidates["torch32"] = lambda: a_view @ h_view
+                candidates["torch32"] = lambda: torch.mm(a_view, h_torch, out=out_torch)
             if "graphblas" in kernels:
                 a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
                 candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
-            if "numba" in kernels:  # distgcn's kernel (out += A h, as the SpMM calls it), on torch's threads
-                out, bounds = np.zeros_like(reference), {}
-                candidates["numba"] = lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds)
-                candidates["numba"]()
-                np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-5)
+            if "numba" in kernels:  # distgcn's kernel, writing Y as the owned block's product does
+                bounds: dict = {}
+                candidates["numba"] = lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds,
+                                                                     accumulate=False)
+            for kernel in [k for k in kernels if k in candidates]:  # each once: compiled, and right
+                result = candidates[kernel]()
+                result = out if result is None or isinstance(result, torch.Tensor) else result
+                if kernel != "graphblas":
+                    np.testing.assert_allclose(result, reference, rtol=1e-4, atol=1e-5)
+            samples: dict[str, list[float]] = {k: [] for k in kernels if k in candidates}
+            for _ in range(args.rounds):
+                bandwidth.sample()
+                for kernel in samples:
+                    samples[kernel].append(timed(candidates[kernel], args.repeats))
             moved = traffic(a, width, dtype.itemsize)
-            for kernel in [k for k in kernels if k in candidates]:
-                seconds = timed(candidates[kernel], args.repeats)
+            for kernel, times in samples.items():
+                seconds = statistics.median(times)
                 row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "order": order,
                        "order_s": round(order_s, 3), "width": width, "kernel": kernel, "ms": round(seconds * 1e3, 2),
-                       **{f"{k}_gbs": round(v / seconds / 1e9, 2) for k, v in moved.items()},
-                       **{f"{k}_pct": round(100 * v / seconds / 1e9 / bandwidth["copy_gbs"], 1)
-                          for k, v in moved.items()}}
+                       "best_round_ms": round(min(times) * 1e3, 2), "worst_round_ms": round(max(times) * 1e3, 2),
+                       **{f"{k}_gbs": round(v / seconds / 1e9, 2) for k, v in moved.items()}}
                 rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+    copy_gbs = bandwidth.gbs()["copy_gbs"]
+    for row in rows:  # against the best copy of the whole run
+        for k in ("compulsory", "gathered"):
+            row[f"{k}_pct"] = round(100 * row[f"{k}_gbs"] / copy_gbs, 1)
+        print(json.dumps(row), file=sys.stderr, flush=True)
     header = {"command": " ".join(["python", "benchmarks/spmm_kernels.py", *sys.argv[1:]]),
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": platform.node(),
-              "threads": args.threads, "dtype": args.dtype, "load_start": load_start, "load_end": os.getloadavg(),
-              **{k: round(v, 2) for k, v in bandwidth.items()}}
+              "threads": args.threads, "dtype": args.dtype, "memory": args.memory, "rounds": args.rounds,
+              "repeats": args.repeats, "load_start": load_start, "load_end": os.getloadavg(),
+              **{k: round(v, 2) for k, v in bandwidth.gbs().items()}}
     out_dir = ROOT / "benchmarks" / "results"
     (out_dir / f"spmm-{args.name}.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
     lines = [f"# SpMM kernels: {args.graph}", "", f"`{header['command']}`", "",
-             f"{header['when']}, {args.threads} thread(s), {args.dtype}; memory bandwidth: copy "
+             f"{header['when']}, {args.threads} thread(s), {args.dtype}, {args.memory} memory, medians of "
+             f"{args.rounds} interleaved rounds of {args.repeats} calls; memory bandwidth (best copy): copy "
              f"{header['copy_gbs']} GB/s, read {header['read_gbs']} GB/s; load average {load_start} at start, "
              f"{header['load_end']} at end. % = effective GB/s over the copy bandwidth.", "",
-             "| order | width | kernel | ms (median) | compulsory GB/s | % | gathered GB/s | % |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['order']} | {r['width']} | {r['kernel']} | {r['ms']} | {r['compulsory_gbs']} | "
-              f"{r['compulsory_pct']} | {r['gathered_gbs']} | {r['gathered_pct']} |" for r in rows]
+             "| order | width | kernel | ms (median) | rounds: best, worst ms | compulsory GB/s | % "
+             "| gathered GB/s | % |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['order']} | {r['width']} | {r['kernel']} | {r['ms']} | {r['best_round_ms']}, "
+              f"{r['worst_round_ms']} | {r['compulsory_gbs']} | {r['compulsory_pct']} | {r['gathered_gbs']} | "
+              f"{r['gathered_pct']} |" for r in rows]
     (out_dir / f"spmm-{args.name}.md").write_text("\n".join(lines) + "\n")
 
 

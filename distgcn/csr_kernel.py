@@ -51,27 +51,32 @@ def _compiled(width: int = 0):
     """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
-    from .llvm_intrinsics import prefetch, stack_buffer
+    from .llvm_intrinsics import prefetch, stack_buffer, store_fence, stream_row
+
+    ahead = np.uint64(PREFETCH_AHEAD)
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
-    # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value.
+    # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value. Positions in
+    # ``indices`` and ``data`` are unsigned, and so are the indices (a uint32 view): numba then checks no index for
+    # a negative value, a third of the loop's instructions otherwise.
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
-    def csr_product(indptr, indices, data, dense, out, bounds, accumulate):
+    def csr_product(indptr, indices, data, dense, out, bounds, accumulate, stream):
         columns = width if width else out.shape[1]
         line = max(1, 64 // dense.itemsize)  # items per cache line
-        last = indices.shape[0] - 1
+        end_of_indices = np.uint64(indices.shape[0])
         for b in numba.prange(bounds.shape[0] - 1):
             if width:  # a fixed size on the stack: the compiler keeps it in registers
-                acc = numba.carray(stack_buffer(width, out.dtype), width)
+                sums = stack_buffer(width, out.dtype)
+                acc = numba.carray(sums, width)
             else:
                 acc = np.empty(columns, dtype=out.dtype)
             for i in range(bounds[b], bounds[b + 1]):
                 for c in range(columns):
                     acc[c] = 0
-                for k in range(indptr[i], indptr[i + 1]):
-                    if k + PREFETCH_AHEAD <= last:
+                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    if k + ahead < end_of_indices:
                         for c in range(0, columns, line):
-                            prefetch(dense, indices[k + PREFETCH_AHEAD], c)
+                            prefetch(dense, indices[k + ahead], c)
                     a = data[k]
                     row = dense[indices[k]]
                     for c in range(columns):
@@ -79,9 +84,13 @@ def _compiled(width: int = 0):
                 if accumulate:
                     for c in range(columns):
                         out[i, c] += acc[c]
+                elif width and stream:
+                    stream_row(out, i, sums, width)
                 else:
                     for c in range(columns):
                         out[i, c] = acc[c]
+            if stream:
+                store_fence()
 
     return csr_product
 
@@ -119,8 +128,15 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     bounds = cache.get(count)
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    width = dense.shape[1]
-    _compiled(_compiled_width(width, out.itemsize))(indptr, indices, data, dense, out, bounds, accumulate)
+    width = _compiled_width(dense.shape[1], out.itemsize)
+    # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
+    stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
+    _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
+
+
+def _unsigned(indices: np.ndarray) -> np.ndarray:
+    """The same column indices as unsigned integers (a view): the loop then checks none for a negative value."""
+    return indices.view(np.dtype(f"u{indices.itemsize}"))
 
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
@@ -131,5 +147,5 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     no_rows = np.zeros(1, dtype=np.int32)
     dense = np.zeros((1, 1), dtype=dtype)
     for width in sorted({_compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
-        _compiled(width)(no_rows, no_rows[:0], dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
-                         np.zeros(2, dtype=np.int64), False)
+        _compiled(width)(no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
+                         np.zeros(2, dtype=np.int64), False, False)

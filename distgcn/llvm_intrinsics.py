@@ -1,4 +1,4 @@
-"""Two LLVM operations that numba does not offer, for the wide loop of :mod:`distgcn.csr_kernel`.
+"""LLVM operations that numba does not offer, for the wide loop of :mod:`distgcn.csr_kernel`.
 
 - :func:`stack_buffer`: a fixed-size scratch array on the stack. numba's
   ``np.empty`` allocates on the heap, through a call LLVM cannot see into,
@@ -8,6 +8,9 @@
 - :func:`prefetch`: ``llvm.prefetch`` for the cache line holding one entry
   of a 2D array. The rows of H a product gathers are known a few nonzeros
   ahead (the column indices), but not to the hardware prefetcher.
+- :func:`stream_row` and :func:`store_fence`: non-temporal stores of a
+  finished output row. A plain store first reads the line it overwrites
+  (read for ownership): a third more traffic for an output written once.
 
 Imported on first use only (it imports numba), like the kernels.
 """
@@ -67,3 +70,52 @@ def prefetch(typingctx, array, row, column):
         return context.get_dummy_value()
 
     return types.void(array, row, column), codegen
+
+
+@intrinsic
+def stream_row(typingctx, out, row, source, count):
+    """out[row, :count] = source[:count] with non-temporal, 64-byte-aligned vector stores (plain stores for the
+    items after the last whole 64 bytes).
+
+    ``count`` is a compile-time constant. The caller guarantees that ``out`` is C-contiguous and ``out[row, 0]``
+    lies on a 64-byte boundary: the stores assume it. Call :func:`store_fence` before another thread reads the
+    rows.
+    """
+    if not (isinstance(out, types.Array) and out.ndim == 2 and isinstance(source, types.CPointer)
+            and isinstance(count, types.IntegerLiteral) and source.dtype == out.dtype):
+        return None
+    items = count.literal_value
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        item_type = context.get_data_type(array_type.dtype)
+        lanes = 64 // context.get_abi_sizeof(item_type)
+        vector = ir.VectorType(item_type, lanes)
+        ary = context.make_array(array_type)(context, builder, args[0])
+        first = context.cast(builder, args[1], signature.args[1], types.intp)
+        target = cgutils.get_item_pointer(context, builder, array_type, ary, [first, context.get_constant(
+            types.intp, 0)], wraparound=False)
+        nontemporal = builder.module.add_metadata([ir.Constant(_I32, 1)])
+        whole = items - items % lanes
+        for start in range(0, whole, lanes):
+            value = builder.load(builder.bitcast(cgutils.gep(builder, args[2], start), vector.as_pointer()),
+                                 align=context.get_abi_sizeof(item_type))
+            store = builder.store(value, builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer()),
+                                  align=64)
+            store.set_metadata("nontemporal", nontemporal)
+        for item in range(whole, items):
+            builder.store(builder.load(cgutils.gep(builder, args[2], item)), cgutils.gep(builder, target, item))
+        return context.get_dummy_value()
+
+    return types.void(out, row, source, count), codegen
+
+
+@intrinsic
+def store_fence(typingctx):
+    """Order this thread's earlier stores, non-temporal ones included, before anything it does next."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen

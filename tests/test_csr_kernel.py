@@ -93,7 +93,8 @@ def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop
     results = []
     for compiled_width in (0, width):
         out = np.full((500, width), 0.5, dtype=np.float32)
-        csr_kernel._compiled(compiled_width)(a.indptr, a.indices, a.data, dense, out, bounds, True)
+        csr_kernel._compiled(compiled_width)(a.indptr, csr_kernel._unsigned(a.indices), a.data, dense, out, bounds,
+                                             True, False)
         results.append(out)
     np.testing.assert_array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
     np.testing.assert_allclose(results[1], 0.5 + a @ dense, rtol=1e-5, atol=1e-5)
@@ -112,12 +113,33 @@ def test_an_accumulator_too_wide_for_the_stack_takes_the_run_time_width_loop(dty
     np.testing.assert_allclose(out, a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
-def test_the_width_compiled_loop_sums_in_registers_and_prefetches_the_rows_ahead() -> None:
-    """What made it 1.5-2x faster (docs/performance.md): no heap accumulator per row block, rows asked for ahead."""
+def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_rows_out() -> None:
+    """What made it faster (docs/performance.md): no heap accumulator per row block, rows asked for ahead, written
+    rows stored around the caches and fenced before the threads join."""
     csr_kernel.compile_now(np.dtype(np.float32), [40, 64])
     compiled, run_time = ("\n".join(csr_kernel._compiled(width).inspect_llvm().values()) for width in (64, 0))
     assert "NRT_MemInfo_alloc" not in compiled and "NRT_MemInfo_alloc" in run_time
     assert "llvm.prefetch" in compiled and "llvm.prefetch" in run_time
+    assert "!nontemporal" in compiled and "fence seq_cst" in compiled
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width, offset", [(64, 0), (64, 1), (48, 0), (56, 0), (100, 0)])
+def test_streamed_rows_are_the_bits_of_stored_rows(dtype, width: int, offset: int) -> None:
+    """Rows are streamed out when they are whole 64-byte lines from a 64-byte boundary; elsewhere (an output one
+    item off the boundary, 56 float32 columns, 100 columns) stored as before. Either way the same bits."""
+    a = sp.random(700, 600, density=0.02, format="csr", random_state=width, dtype=dtype)
+    a[5] = 0
+    a.eliminate_zeros()
+    dense = np.random.default_rng(width).standard_normal((600, width)).astype(dtype)
+    block = np.full(700 * width + 64, np.nan, dtype=dtype)
+    start = (-block.ctypes.data // block.itemsize) % (64 // block.itemsize) + offset  # 64-byte boundary, + offset
+    out = block[start:start + 700 * width].reshape(700, width)
+    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, accumulate=False)
+    stored = np.zeros((700, width), dtype=dtype)
+    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, stored)  # accumulated onto zeros: never streamed
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), stored.view(f"u{out.itemsize}"))
+    np.testing.assert_allclose(out, a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
 GUARDED_INDICES = """
