@@ -1,19 +1,26 @@
-"""A CSR × dense kernel of our own, for the wide products where every library falls short, on any number of threads.
+"""A CSR × dense kernel of our own, near the memory bandwidth where every library falls short, on any number of
+threads.
 
-benchmarks/spmm_kernels.py (docs/performance.md) measured, on one thread and
-64 columns, this loop 1.3× (Slashdot) to 1.9× (10^6-vertex R-MAT) faster
-than scipy's CSR product, the fastest library there; at 16 columns scipy was
-as fast or faster. Each output row accumulates in a small buffer that the
-compiler keeps in vector registers, and the width loop vectorizes, where
-scipy's loop re-reads and re-writes the output row for every nonzero.
-From CONSTANT_WIDTH_FROM columns up the loop is compiled for its width: a
-constant trip count lets the compiler unroll and vectorize the row's
-accumulation (Slashdot, RCM: 1.1-1.8x at 48-512 columns, the same bits).
+Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
+things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
+in RCM order, 64 float32 columns, 2 threads: 1.9-2.4x the loop before them,
+about 40-50 % of the copy bandwidth counting compulsory bytes):
+
+- the loop is compiled for its width, and a row's sums live in vector
+  registers (a stack array that never escapes, added to in whole vectors:
+  :mod:`distgcn.llvm_intrinsics`);
+- the row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
+  for now, which the hardware prefetcher cannot guess;
+- a written product (``accumulate=False``) of whole 64-byte rows is stored
+  around the caches, so no output line is first read;
+- positions and indices are unsigned, so no index is checked for a negative
+  value.
 
 With more threads the rows are cut into blocks of about equal work
 (nonzeros plus one per row, :func:`row_blocks`) that the threads take in
-turn. Every output row is still summed by one thread, in the order of its
-nonzeros, so the result is the same bits whatever the number of threads.
+turn. Every output row is summed by one thread, in the order of its nonzeros,
+one fused multiply-add at a time, so the result is the same bits whatever the
+number of threads and whichever loop runs.
 """
 
 from __future__ import annotations
@@ -25,17 +32,15 @@ import numpy as np
 
 from .threads import follow_torch_threads
 
-MIN_WIDTH = 32
-"""Narrower products go to torch's CSR product (measured: at 8-16 columns this loop was 0.4-0.7x its speed)."""
-CONSTANT_WIDTH_FROM = 48
-"""From this width up each width gets its own compiled loop, whose row accumulator lives in registers
-(:func:`distgcn.llvm_intrinsics.stack_buffer`). Measured on Slashdot, RCM order, float32 (docs/performance.md):
-at 48-64 columns 1.8-2.0x the loop with the width read at run time on 1 and 2 threads, the same bits; at 32 and 40
-columns no faster (0.88-1.01x), so 32-47 columns keep the run-time width. numba caches each width's loop on disk
-like any other (first call of a new width: about 1 s)."""
+MIN_WIDTH = 16
+"""Narrower products go to torch's CSR product. Slashdot, RCM, float32, against torch's product on int32 indices,
+1 / 2 threads: 1-8 columns 0.71-1.00x / 0.64-1.00x, 12 columns 1.06x / 0.98x, 16 1.44x / 1.20x, 24 1.91x /
+1.72x, 40 2.81x / 2.46x (docs/performance.md)."""
 STACK_ACCUMULATOR_BYTES = 16 * 1024
-"""The widest accumulator kept on a thread's stack (4096 float32 or 2048 float64 columns); wider rows use the
-run-time-width loop, whose accumulator is on the heap."""
+"""The widest accumulator kept on a thread's stack (4096 float32 or 2048 float64 columns). Each width up to it
+gets its own compiled loop (numba caches each on disk like any other; first call of a new width: about 1 s);
+wider rows use one loop that reads the width at run time and keeps its sums on the heap, 1.7-2x slower at 64
+columns."""
 PREFETCH_AHEAD = 16
 """The loop asks for the row of H that the nonzero this many places ahead gathers. Slashdot, RCM, 64 columns, 2
 threads: 1.3-1.5x the same loop without prefetching; 8 and 32 places ahead were no better (docs/performance.md)."""
@@ -51,7 +56,7 @@ def _compiled(width: int = 0):
     """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
-    from .llvm_intrinsics import prefetch, stack_buffer, store_fence, stream_row
+    from .llvm_intrinsics import add_scaled_row, prefetch, stack_buffer, store_fence, stream_row
 
     ahead = np.uint64(PREFETCH_AHEAD)
 
@@ -77,10 +82,13 @@ def _compiled(width: int = 0):
                     if k + ahead < end_of_indices:
                         for c in range(0, columns, line):
                             prefetch(dense, indices[k + ahead], c)
-                    a = data[k]
-                    row = dense[indices[k]]
-                    for c in range(columns):
-                        acc[c] += a * row[c]
+                    if width:
+                        add_scaled_row(sums, dense, indices[k], data[k], width)
+                    else:
+                        a = data[k]
+                        row = dense[indices[k]]
+                        for c in range(columns):
+                            acc[c] += a * row[c]
                 if accumulate:
                     for c in range(columns):
                         out[i, c] += acc[c]
@@ -112,8 +120,8 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
 
 def _compiled_width(width: int, itemsize: int) -> int:
     """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
-    time) below CONSTANT_WIDTH_FROM and above the stack accumulator's size."""
-    return width if CONSTANT_WIDTH_FROM <= width and width * itemsize <= STACK_ACCUMULATOR_BYTES else 0
+    time) where the sums would not fit STACK_ACCUMULATOR_BYTES."""
+    return width if width * itemsize <= STACK_ACCUMULATOR_BYTES else 0
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
@@ -141,7 +149,7 @@ def _unsigned(indices: np.ndarray) -> np.ndarray:
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     """Compile (or load from numba's cache) the product for ``dtype``, int32 indices and each of ``widths`` (the
-    run-time-width loop for those below CONSTANT_WIDTH_FROM) before a rank's large arrays exist (as
+    run-time-width loop for those too wide for the stack) before a rank's large arrays exist (as
     :func:`distgcn.dropout_kernel.compile_now`). Each runs on a matrix of no rows, so no width allocates anything:
     the memory check that follows may still refuse a model too wide for the rank."""
     no_rows = np.zeros(1, dtype=np.int32)

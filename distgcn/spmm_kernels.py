@@ -114,9 +114,9 @@ class NumbaBlock(ScipyBlock):
     """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, torch's CSR product
     below, both on every thread given; one int32 CSR in memory, which torch reads in place.
 
-    Measured on Slashdot (benchmarks/spmm_kernels.py, docs/performance.md): torch's product over int32 indices
-    took 1.2 ms at 8 columns on one thread against scipy's 2.9 and our loop's 3.9 (0.7 against 2.1 on two), and
-    our loop 10.3 ms at 64 columns against torch's 10.7 and scipy's 13.6.
+    Measured on Slashdot (benchmarks/spmm_kernels.py and the MIN_WIDTH note, docs/performance.md): torch's
+    product over int32 indices is as fast as our loop or faster up to 12 columns; from 16 columns ours is faster,
+    at 64 columns 2.5-3.5x torch's and scipy's.
     """
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
@@ -151,12 +151,12 @@ BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock
 
 
 def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: ``numba`` on the CPU (our loop for products of 32 columns or more, torch's CSR product on
+    """``auto``: ``numba`` on the CPU (our loop for products of 16 columns or more, torch's CSR product on
     int32 indices below, on every thread given), torch's on a GPU.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance.md): our loop was
-    1.3-1.9x faster than scipy at 64 columns, where every library falls short,
-    and torch's product on int32 indices the fastest below 32 columns.
+    Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 16 columns our loop was faster than
+    every library (at 64 columns 2.5-3.5x torch's and scipy's products), and torch's product on int32 indices
+    the fastest below.
     """
     if device.type != "cpu":
         if kernel in ("scipy", "numba"):
