@@ -56,7 +56,8 @@ def _compiled(width: int = 0):
     """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
-    from .llvm_intrinsics import add_scaled_row, prefetch, stack_buffer, store_fence, stream_row
+    from . import llvm_intrinsics as llvm  # a module, not its functions: closure cells must pickle alike in
+    # every process, or numba's cache never finds the loop again (intrinsic objects do not)
 
     ahead = np.uint64(PREFETCH_AHEAD)
 
@@ -71,7 +72,7 @@ def _compiled(width: int = 0):
         end_of_indices = np.uint64(indices.shape[0])
         for b in numba.prange(bounds.shape[0] - 1):
             if width:  # a fixed size on the stack: the compiler keeps it in registers
-                sums = stack_buffer(width, out.dtype)
+                sums = llvm.stack_buffer(width, out.dtype)
                 acc = numba.carray(sums, width)
             else:
                 acc = np.empty(columns, dtype=out.dtype)
@@ -81,9 +82,9 @@ def _compiled(width: int = 0):
                 for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
                     if k + ahead < end_of_indices:
                         for c in range(0, columns, line):
-                            prefetch(dense, indices[k + ahead], c)
+                            llvm.prefetch(dense, indices[k + ahead], c)
                     if width:
-                        add_scaled_row(sums, dense, indices[k], data[k], width)
+                        llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
                     else:
                         a = data[k]
                         row = dense[indices[k]]
@@ -93,12 +94,12 @@ def _compiled(width: int = 0):
                     for c in range(columns):
                         out[i, c] += acc[c]
                 elif width and stream:
-                    stream_row(out, i, sums, width)
+                    llvm.stream_row(out, i, sums, width)
                 else:
                     for c in range(columns):
                         out[i, c] = acc[c]
             if stream:
-                store_fence()
+                llvm.store_fence()
 
     return csr_product
 

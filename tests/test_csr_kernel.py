@@ -6,6 +6,7 @@ The training comparison runs the command line's pipeline on in-process ranks (th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -174,6 +175,26 @@ def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
     result = subprocess.run([sys.executable, "-c", GUARDED_INDICES, str(width)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+CACHE_HITS = """
+import sys
+import numpy as np
+from distgcn import csr_kernel
+
+csr_kernel.compile_now(np.dtype(np.float32), [64, 5000])  # a width compiled in, and the run-time-width loop
+print(sum(sum(csr_kernel._compiled(width).stats.cache_hits.values()) for width in (64, 0)))
+"""
+
+
+def test_a_second_process_loads_the_loops_from_numbas_cache(tmp_path) -> None:
+    """Each width's loop takes about 1 s to compile; a later run (a rank, the next job) loads it from disk. The
+    cache key includes the loop's closure cells, so a cell that pickles differently in each process (a function
+    object of llvm_intrinsics) made every run compile again."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    hits = [subprocess.run([sys.executable, "-c", CACHE_HITS], capture_output=True, text=True, env=env, timeout=300,
+                           check=True).stdout.split()[-1] for _ in range(2)]
+    assert hits == ["0", "2"]
 
 
 def test_row_blocks_split_the_work_evenly() -> None:
