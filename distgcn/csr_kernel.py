@@ -3,8 +3,8 @@ threads.
 
 Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
 things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
-in RCM order, 64 float32 columns, 2 threads: 1.9-2.4x the loop before them,
-about 40-50 % of the copy bandwidth counting compulsory bytes):
+in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
+36-46 % of the copy bandwidth counting compulsory bytes):
 
 - the loop is compiled for its width, and a row's sums live in vector
   registers (a stack array that never escapes, added to in whole vectors:
