@@ -128,10 +128,13 @@ def _compiled_width(width: int, itemsize: int) -> int:
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
                 out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
-    uninitialised and is not read); all C-contiguous, data/dense/out of one dtype.
+    uninitialised and is not read); data/dense/out of one dtype, ``out`` C-contiguous (``dense`` is made so).
 
     ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
     """
+    if not out.flags.c_contiguous:  # the loop adds and streams whole rows at their addresses
+        raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
+    dense = np.ascontiguousarray(dense)
     cache = {} if bounds_cache is None else bounds_cache
     count = threads()
     bounds = cache.get(count)

@@ -81,7 +81,7 @@ def stream_row(typingctx, out, row, source, count):
     lies on a 64-byte boundary: the stores assume it. Call :func:`store_fence` before another thread reads the
     rows.
     """
-    if not (isinstance(out, types.Array) and out.ndim == 2 and isinstance(source, types.CPointer)
+    if not (isinstance(out, types.Array) and out.ndim == 2 and out.layout == "C" and isinstance(source, types.CPointer)
             and isinstance(count, types.IntegerLiteral) and source.dtype == out.dtype):
         return None
     items = count.literal_value
@@ -132,7 +132,7 @@ def add_scaled_row(typingctx, sums, array, row, scale, count):
     so the bits are the same. ``array`` is a C-contiguous 2D array of the items ``sums`` points to.
     """
     if not (isinstance(sums, types.CPointer) and isinstance(array, types.Array) and array.ndim == 2
-            and array.dtype == sums.dtype and isinstance(count, types.IntegerLiteral)):
+            and array.layout == "C" and array.dtype == sums.dtype and isinstance(count, types.IntegerLiteral)):
         return None
     items = count.literal_value
 

@@ -209,6 +209,20 @@ def test_a_second_process_loads_the_loops_from_numbas_cache(tmp_path) -> None:
     assert hits == ["0", "2"]
 
 
+def test_strided_operands_give_the_product_or_a_clear_error() -> None:
+    """Rows are read and stored as whole vectors at their addresses: a strided ``dense`` is made contiguous, and a
+    strided ``out`` refused (a column slice of a wider array used to be streamed to misaligned rows: SIGSEGV)."""
+    a = sp.random(70, 60, density=0.1, format="csr", random_state=4, dtype=np.float32)
+    wide = np.random.default_rng(4).standard_normal((60, 100)).astype(np.float32)
+    out = np.empty((70, 64), dtype=np.float32)
+    csr_kernel.add_product(a.indptr, a.indices, a.data, wide[:, :64], out, accumulate=False)
+    np.testing.assert_allclose(out, a @ wide[:, :64], rtol=1e-5, atol=1e-5)
+    csr_kernel.add_product(a.indptr, a.indices, a.data, np.asfortranarray(wide[:, :64]), out, accumulate=False)
+    np.testing.assert_allclose(out, a @ wide[:, :64], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        csr_kernel.add_product(a.indptr, a.indices, a.data, wide[:, :64], np.empty((70, 100), np.float32)[:, :64])
+
+
 def test_row_blocks_split_the_work_evenly() -> None:
     indptr = np.concatenate([[0], np.cumsum([10] * 1000 + [0] * 3000)])  # heavy rows, then empty ones
     bounds = csr_kernel.row_blocks(indptr, 4)
