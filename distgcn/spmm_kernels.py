@@ -116,7 +116,7 @@ class NumbaBlock(ScipyBlock):
 
     Measured on Slashdot (benchmarks/spmm_kernels.py and the MIN_WIDTH note, docs/performance.md): torch's
     product over int32 indices is as fast as our loop or faster up to 12 columns; from 16 columns ours is faster,
-    at 64 columns 2.5-3.5x torch's and scipy's.
+    at 64 columns 3-4x torch's and 3-7x scipy's.
     """
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
@@ -155,7 +155,7 @@ def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> st
     int32 indices below, on every thread given), torch's on a GPU.
 
     Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 16 columns our loop was faster than
-    every library (at 64 columns 2.5-3.5x torch's and scipy's products), and torch's product on int32 indices
+    every library (at 64 columns 3-4x torch's product and 3-7x scipy's), and torch's product on int32 indices
     the fastest below.
     """
     if device.type != "cpu":
