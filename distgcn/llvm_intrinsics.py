@@ -57,11 +57,7 @@ def prefetch(typingctx, array, row, column):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        ary = context.make_array(array_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, value_type, types.intp)
-                   for value, value_type in zip(args[1:], signature.args[1:])]
-        pointer = cgutils.get_item_pointer(context, builder, array_type, ary, indices, wraparound=False)
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1:], signature.args[1:])
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, _I32, _I32, _I32]), _PREFETCH)
         # read (0), keep in all levels (3), data cache (1)
@@ -91,10 +87,7 @@ def stream_row(typingctx, out, row, source, count):
         item_type = context.get_data_type(array_type.dtype)
         lanes = 64 // context.get_abi_sizeof(item_type)
         vector = ir.VectorType(item_type, lanes)
-        ary = context.make_array(array_type)(context, builder, args[0])
-        first = context.cast(builder, args[1], signature.args[1], types.intp)
-        target = cgutils.get_item_pointer(context, builder, array_type, ary, [first, context.get_constant(
-            types.intp, 0)], wraparound=False)
+        target = _row_start(context, builder, array_type, args[0], args[1], signature.args[1])
         nontemporal = builder.module.add_metadata([ir.Constant(_I32, 1)])
         whole = items - items % lanes
         for start in range(0, whole, lanes):
@@ -138,13 +131,10 @@ def add_scaled_row(typingctx, sums, array, row, scale, count):
 
     def codegen(context, builder, signature, args):
         sums_pointer, array_value, row_value, scale_value = args[:4]
-        array_type, item = signature.args[1], signature.args[0].dtype
+        item = signature.args[0].dtype
         item_type = context.get_data_type(item)
         item_size = context.get_abi_sizeof(item_type)
-        ary = context.make_array(array_type)(context, builder, args[1])
-        first = context.cast(builder, row_value, signature.args[2], types.intp)
-        source = cgutils.get_item_pointer(context, builder, array_type, ary,
-                                          [first, context.get_constant(types.intp, 0)], wraparound=False)
+        source = _row_start(context, builder, signature.args[1], array_value, row_value, signature.args[2])
         scale = context.cast(builder, scale_value, signature.args[3], item)
         start = 0
         for vector_bytes in (64, 32, 16, item_size):  # whole 64-byte vectors, then narrower ones for what is left
@@ -163,6 +153,22 @@ def add_scaled_row(typingctx, sums, array, row, scale, count):
         return context.get_dummy_value()
 
     return types.void(sums, array, row, scale, count), codegen
+
+
+def _item_pointer(context, builder: ir.IRBuilder, array_type: types.Array, array: ir.Value,
+                  indices: list[ir.Value], index_types: list[types.Type]) -> ir.Value:
+    """The address of ``array[indices]``, unchecked (no bounds, no negative-index wraparound)."""
+    ary = context.make_array(array_type)(context, builder, array)
+    positions = [context.cast(builder, value, value_type, types.intp)
+                 for value, value_type in zip(indices, index_types)]
+    return cgutils.get_item_pointer(context, builder, array_type, ary, positions, wraparound=False)
+
+
+def _row_start(context, builder: ir.IRBuilder, array_type: types.Array, array: ir.Value, row: ir.Value,
+               row_type: types.Type) -> ir.Value:
+    """The address of ``array[row, 0]``."""
+    return _item_pointer(context, builder, array_type, array, [row, context.get_constant(types.intp, 0)],
+                         [row_type, types.intp])
 
 
 def _suffix(item_type: ir.Type) -> str:
