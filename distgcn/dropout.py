@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from . import dropout_kernel
+from .dense import matmul, times_weight, weight_gradient
 from .hashing import GOLDEN, derive_key, mix64_inplace
 
 
@@ -122,8 +123,8 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
     x is alive anyway (the features, or the ReLU output that ReLU's own backward
     keeps), so no activation is held twice, and a layer's widest transient is a
     slice, not a copy of x. The weight gradient sums the slices' products in row
-    order: the same result on every run and thread count, but not the bits of one
-    product over all rows.
+    order: the same result on every run, but not the bits of one product over all
+    rows. Both products run in the layouts :mod:`distgcn.dense` found fastest.
     """
 
     @staticmethod
@@ -134,7 +135,7 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         ctx.save_for_backward(x, weight)
         out = x.new_empty((x.shape[0], weight.shape[1]))
         for rows in _row_chunks(x):
-            torch.mm(_dropped(x[rows], row_ids[rows], p, key), weight, out=out[rows])
+            times_weight(_dropped(x[rows], row_ids[rows], p, key), weight, out=out[rows])
         return out
 
     @staticmethod
@@ -143,9 +144,10 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         row_ids = ctx.row_ids
         grad_x = grad_weight = None
         if ctx.needs_input_grad[1]:
-            for rows in _row_chunks(x):  # mm, not addmm_, so that one slice gives the bits of one product
-                part = _dropped(x[rows], row_ids[rows], *ctx.mask).t().mm(grad[rows])
+            for rows in _row_chunks(x):  # one product per slice, so that one slice gives the bits of one product
+                part = weight_gradient(_dropped(x[rows], row_ids[rows], *ctx.mask), grad[rows])
                 grad_weight = part if grad_weight is None else grad_weight.add_(part)
+            grad_weight = grad_weight.contiguous()
         if ctx.needs_input_grad[0]:
             grad_x = _drop_in_place(grad.mm(weight.t()), row_ids, *ctx.mask)
         return grad_x, grad_weight, None, None, None
@@ -153,7 +155,8 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
 
 def keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
                          key: int) -> torch.Tensor:
-    """keyed_dropout(x, ...) @ weight, without storing the dropped x for the backward pass."""
+    """keyed_dropout(x, ...) @ weight, without storing the dropped x for the backward pass (p = 0: x @ weight, by
+    :func:`distgcn.dense.matmul`)."""
     if p <= 0.0:
-        return x @ weight
+        return matmul(x, weight)
     return _KeyedDropoutMatmul.apply(x, weight, row_ids, p, key)
