@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..config import MinibatchConfig
 from ..halo import HaloExchanger
@@ -22,7 +21,7 @@ from ..named_allreduce import MAX, SUM, allreduce_named
 from ..sampling.distributed import LocalNormalization, batch_key, presample
 from ..sparse_input import SparseRows
 from ..spmm import DistributedAdjacency, spmm
-from ..steps import Step
+from ..steps import Step, cross_entropies
 from .batch import BatchBlocks, build_batch
 from .factory import make_distributed_sampler
 
@@ -78,7 +77,7 @@ class SampledBatches:
             scale = torch.full((targets.size,), 1.0 / max(in_batch, 1), dtype=t.dtype, device=device)
         inputs = t.inputs.take(blocks.rows) if isinstance(t.inputs, SparseRows) else t.inputs[rows]
         return Step(inputs, lambda h: spmm(adjacency, h), t.shard.global_ids[blocks.rows], number,
-                    lambda logits: (F.cross_entropy(logits[train], labels, reduction="none") * scale).sum())
+                    lambda logits: (cross_entropies(logits[train], labels) * scale).sum())
 
     def _traffic(self) -> dict[str, int]:
         c = self.trainer.counters
