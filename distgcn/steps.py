@@ -75,11 +75,12 @@ class FullBatch:
                  train: torch.Tensor, labels: torch.Tensor, num_train: int):
         """``train``: this rank's training mask; ``num_train``: training vertices over all ranks."""
         self._inputs, self._aggregate, self._row_ids = inputs, aggregate, row_ids
-        self._train, self._labels, self._num_train = train, labels, num_train
+        # the training rows as positions, found once: a boolean index searches the mask again every epoch
+        self._train_rows = train.nonzero().squeeze(1)
+        self._train_labels, self._num_train = labels[self._train_rows], num_train
 
     def _loss(self, logits: torch.Tensor) -> torch.Tensor:
-        mask = self._train
-        return cross_entropies(logits[mask], self._labels[mask]).sum() / self._num_train
+        return cross_entropies(logits.index_select(0, self._train_rows), self._train_labels).sum() / self._num_train
 
     def steps(self, epoch: int) -> Iterator[Step]:
         yield Step(self._inputs, self._aggregate, self._row_ids, epoch, self._loss)

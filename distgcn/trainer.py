@@ -180,7 +180,7 @@ class Trainer:
         self.model.eval()
         predicted = self._forward(epoch).argmax(dim=1)
         hits = predicted == self.labels
-        return {f"{name}_hits": int(hits[mask].sum()) for name, mask in self.masks.items()}
+        return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
 
     @torch.no_grad()
     def layer_outputs(self) -> list[torch.Tensor]:
