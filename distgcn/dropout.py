@@ -117,6 +117,11 @@ def _row_chunks(x: torch.Tensor) -> list[slice]:
     return [slice(start, start + step) for start in range(0, x.shape[0], step)]
 
 
+def _one_pass(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether dropout(x) @ weight runs as one compiled pass each way (a narrow weight, on the compiled path)."""
+    return _compiled_path(x) and weight.dtype == x.dtype and weight.shape[1] <= dropout_kernel.NARROW_PRODUCT_WIDTH
+
+
 class _KeyedDropoutMatmul(torch.autograd.Function):
     """dropout(x) @ w that keeps x, not dropout(x), and drops x a slice of rows at a time both ways.
 
@@ -124,7 +129,9 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
     keeps), so no activation is held twice, and a layer's widest transient is a
     slice, not a copy of x. The weight gradient sums the slices' products in row
     order: the same result on every run, but not the bits of one product over all
-    rows. Both products run in the layouts :mod:`distgcn.dense` found fastest.
+    rows. Both products run in the layouts :mod:`distgcn.dense` found fastest; with a
+    narrow weight (the output layer) both directions are instead one compiled pass
+    (:func:`distgcn.dropout_kernel.dropped_product`).
     """
 
     @staticmethod
@@ -134,6 +141,10 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         ctx.row_ids = row_ids
         ctx.save_for_backward(x, weight)
         out = x.new_empty((x.shape[0], weight.shape[1]))
+        if _one_pass(x, weight):
+            dropout_kernel.dropped_product(x.detach().contiguous().numpy(), row_ids, p, key,
+                                           weight.detach().numpy(), out.numpy())
+            return out
         for rows in _row_chunks(x):
             times_weight(_dropped(x[rows], row_ids[rows], p, key), weight, out=out[rows])
         return out
@@ -142,6 +153,12 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         x, weight = ctx.saved_tensors
         row_ids = ctx.row_ids
+        if _one_pass(x, weight):
+            grad_x, grad_weight = dropout_kernel.dropped_product_backward(
+                x.detach().contiguous().numpy(), grad.contiguous().numpy(), row_ids, *ctx.mask,
+                weight.detach().numpy(), ctx.needs_input_grad[0])
+            return (None if grad_x is None else torch.from_numpy(grad_x)), torch.from_numpy(grad_weight), \
+                None, None, None
         grad_x = grad_weight = None
         if ctx.needs_input_grad[1]:
             for rows in _row_chunks(x):  # one product per slice, so that one slice gives the bits of one product

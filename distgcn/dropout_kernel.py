@@ -12,46 +12,41 @@ NaN and a negative gives -0.0). The backward pass runs it again on the
 gradient, which regenerates the mask instead of keeping it. Rows are split
 over the threads of ``train --threads``; each entry is computed alone, so
 the result does not depend on their number.
+
+A dropout followed by a product with a narrow weight (the output layer) runs
+as one pass each way (:func:`dropped_product`): the product is computed from
+the dropped row while it is in registers, and the backward pass gives both
+gradients from one read of x and the output's gradient.
 """
 
 from __future__ import annotations
-
-from functools import cache
 
 import numpy as np
 
 from .hashing import GOLDEN
 from .threads import follow_torch_threads
 
+NARROW_PRODUCT_WIDTH = 8
+"""dropout(x) @ w with at most this many output columns runs as one compiled pass each way
+(:func:`dropped_product`). Slashdot's rows, 1 thread, forward + backward against the dropout pass and torch's
+products: 64 -> 8 11.2 against 19.0 ms; 64 -> 16 21.0 against 19.4 ms; 64 -> 32 39.3 against 27.0 ms
+(docs/performance.md)."""
+PARTIAL_BLOCKS = 256
+"""The weight gradient sums at most this many per-block partials: blocks depend on the rows alone (so the sum does
+not depend on the threads), and the partials take at most 256 · in · out numbers."""
 
-@cache
-def _compiled():
-    import numba  # imported on first use, like csr_kernel: compiling costs ~1 s per process and dtype
 
-    m1 = np.uint64(0xBF58476D1CE4E5B9)
-    m2 = np.uint64(0x94D049BB133111EB)
-    lane_mask = np.uint64(0xFFFF)
+def _loops():
+    """The compiled loops (:mod:`distgcn.dropout_loops`), imported on first use like csr_kernel: numba's import and
+    compiling cost ~1 s per process and dtype, so only runs that need them pay."""
+    from . import dropout_loops
 
-    @numba.njit(parallel=True, nogil=True, cache=True)
-    def masked_scale(x, row_ids, base, threshold, scale, out):
-        rows, width = x.shape
-        groups = (width + 3) // 4
-        for i in numba.prange(rows):
-            # The row's 16-bit lanes first, then one branch-free pass: a data-dependent
-            # branch per entry (kept or not, p = 0.5) made the kernel 7x slower.
-            lanes = np.empty(4 * groups, dtype=np.uint16)
-            start = np.uint64(row_ids[i]) * np.uint64(groups) + base
-            for g in range(groups):
-                z = start + np.uint64(g)
-                z = (z ^ (z >> np.uint64(30))) * m1
-                z = (z ^ (z >> np.uint64(27))) * m2
-                z = z ^ (z >> np.uint64(31))
-                for lane in range(4):
-                    lanes[4 * g + lane] = np.uint16((z >> np.uint64(16 * lane)) & lane_mask)
-            for j in range(width):
-                out[i, j] = x[i, j] * (scale * x.dtype.type(lanes[j] >= threshold))
+    return dropout_loops
 
-    return masked_scale
+
+def _base(key: int) -> np.uint64:
+    with np.errstate(over="ignore"):
+        return np.uint64(key) * GOLDEN
 
 
 def keep_threshold(p: float) -> int:
@@ -65,16 +60,51 @@ def masked_scale(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, out: np
     ``x`` and ``out`` are C-contiguous [rows, width] float32 or float64 arrays
     (``out`` may be ``x``); ``row_ids`` are the rows' global ids.
     """
-    with np.errstate(over="ignore"):
-        base = np.uint64(key) * GOLDEN
-    scale = x.dtype.type(1.0 / (1.0 - p))
     follow_torch_threads()
-    _compiled()(x, np.asarray(row_ids, dtype=np.int64), base, np.uint16(keep_threshold(p)), scale, out)
+    _loops().masked_scale(x, _ids(row_ids), _base(key), np.uint16(keep_threshold(p)), _scale(x, p), out)
     return out
+
+
+def dropped_product(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, weight: np.ndarray,
+                    out: np.ndarray) -> np.ndarray:
+    """out = (x · mask) @ weight, the mask of :func:`masked_scale`, in one pass over x (no dropped copy).
+
+    ``x`` [rows, in] and ``weight`` [in, out] C-contiguous, one dtype; ``out`` [rows, out].
+    """
+    follow_torch_threads()
+    _loops().dropped_product(x, _ids(row_ids), _base(key), np.uint16(keep_threshold(p)), _scale(x, p),
+                             np.ascontiguousarray(weight.T), out)
+    return out
+
+
+def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarray, p: float, key: int,
+                             weight: np.ndarray, want_grad_x: bool) -> tuple[np.ndarray | None, np.ndarray]:
+    """The gradients of :func:`dropped_product` for ``grad`` = d loss / d out: (grad @ weightᵀ) · mask (None unless
+    ``want_grad_x``) and (x · mask)ᵀ @ grad, in one pass over x and grad; the mask is regenerated, not stored."""
+    rows, width = x.shape
+    partials = np.empty((min(PARTIAL_BLOCKS, max(1, rows)), weight.shape[1], width), dtype=x.dtype)
+    grad_x = np.empty_like(x) if want_grad_x else np.empty((0, width), dtype=x.dtype)
+    follow_torch_threads()
+    _loops().dropped_product_backward(x, np.ascontiguousarray(grad), _ids(row_ids), _base(key),
+                                      np.uint16(keep_threshold(p)), _scale(x, p), np.ascontiguousarray(weight.T),
+                                      grad_x, want_grad_x, partials)
+    return (grad_x if want_grad_x else None), np.ascontiguousarray(partials.sum(axis=0).T)
+
+
+def _ids(row_ids: np.ndarray) -> np.ndarray:
+    return np.asarray(row_ids, dtype=np.int64)
+
+
+def _scale(x: np.ndarray, p: float):
+    return x.dtype.type(1.0 / (1.0 - p))
 
 
 def compile_now(dtype: np.dtype) -> None:
     """Compile (or load from numba's cache) the pass for ``dtype`` on a tiny array, before a rank's large
     arrays exist: compiled beside them on the first epoch, it left ~330 MB more resident (docs/performance.md)."""
     x = np.ones((1, 4), dtype=dtype)
-    masked_scale(x, np.zeros(1, dtype=np.int64), 0.5, 0, x)
+    ids = np.zeros(1, dtype=np.int64)
+    masked_scale(x, ids, 0.5, 0, x)
+    weight = np.ones((4, 1), dtype=dtype)
+    dropped_product(x, ids, 0.5, 0, weight, np.empty((1, 1), dtype=dtype))
+    dropped_product_backward(x, np.ones((1, 1), dtype=dtype), ids, 0.5, 0, weight, True)

@@ -206,3 +206,54 @@ def test_dropout_then_product_without_dropout_is_the_plain_product() -> None:
                                rtol=1e-12)
     np.testing.assert_allclose(w.grad.numpy(), x.detach().numpy().T @ g.numpy(), rtol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), g.numpy() @ w.detach().numpy().T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows,width,out", [(1000, 64, 8), (257, 7, 3), (3, 12, 1), (0, 8, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_pass_product_and_gradients_equal_a_float64_oracle(rows: int, width: int, out: int, dtype) -> None:
+    """dropout_kernel.dropped_product(_backward) against numpy in float64 with keyed_keep_mask's mask: many
+    partial blocks (1000 rows: 4 rows each), a width not a multiple of four, no rows at all."""
+    gen = np.random.default_rng(rows + width)
+    x = gen.standard_normal((rows, width)).astype(dtype)
+    w = gen.standard_normal((width, out)).astype(dtype)
+    g = gen.standard_normal((rows, out)).astype(dtype)
+    ids = gen.permutation(10 * rows + 1)[:rows]
+    dropped = x.astype(np.float64) * keyed_keep_mask(ids, width, 0.3, 99) / 0.7
+    tolerance = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-4}
+    got = dropout_kernel.dropped_product(x, ids, 0.3, 99, w, np.empty((rows, out), dtype=dtype))
+    np.testing.assert_allclose(got, dropped @ w, **tolerance)
+    grad_x, grad_w = dropout_kernel.dropped_product_backward(x, g, ids, 0.3, 99, w, True)
+    np.testing.assert_allclose(grad_x, (g.astype(np.float64) @ w.T) * keyed_keep_mask(ids, width, 0.3, 99) / 0.7,
+                               **tolerance)
+    np.testing.assert_allclose(grad_w, dropped.T @ g, **tolerance)
+    assert grad_w.shape == (width, out) and grad_w.flags.c_contiguous
+    assert dropout_kernel.dropped_product_backward(x, g, ids, 0.3, 99, w, False)[0] is None
+
+
+def test_one_pass_product_is_the_same_bits_on_any_number_of_threads() -> None:
+    """Each row alone, and the weight gradient's blocks fixed by the rows: 1 and 2 threads agree bit for bit."""
+    gen = np.random.default_rng(5)
+    x = gen.standard_normal((5000, 64)).astype(np.float32)
+    w = gen.standard_normal((64, 8)).astype(np.float32)
+    g = gen.standard_normal((5000, 8)).astype(np.float32)
+    ids = np.arange(5000)
+    results = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            product = dropout_kernel.dropped_product(x, ids, 0.5, 7, w, np.empty((5000, 8), dtype=np.float32))
+            results.append((product, *dropout_kernel.dropped_product_backward(x, g, ids, 0.5, 7, w, True)))
+    finally:
+        torch.set_num_threads(before)
+    for one, two in zip(*results):
+        assert np.array_equal(one, two)
+
+
+def test_narrow_dropout_product_takes_the_one_pass_loop_and_wide_ones_do_not() -> None:
+    x = torch.randn(20, 16, dtype=torch.float64)
+    with mock.patch.object(dropout_kernel, "dropped_product", side_effect=AssertionError("one pass")) as one_pass:
+        keyed_dropout_matmul(x, torch.randn(16, 9, dtype=torch.float64), np.arange(20), 0.5, 1)
+        with pytest.raises(AssertionError, match="one pass"):
+            keyed_dropout_matmul(x, torch.randn(16, 8, dtype=torch.float64), np.arange(20), 0.5, 1)
+    assert one_pass.call_count == 1
