@@ -38,3 +38,19 @@ def test_large_logits_do_not_overflow() -> None:
     logits = torch.tensor([[1000.0, 0.0, -1000.0], [-1e4, 1e4, 0.0]], dtype=torch.float32)
     loss = cross_entropies(logits, torch.tensor([0, 0]))
     np.testing.assert_allclose(loss.numpy(), [0.0, 2e4], rtol=1e-6)
+
+
+def test_the_backward_keeps_only_the_logits_and_one_number_a_row() -> None:
+    """What autograd keeps for the loss: the logits, their log-sum-exp and the labels; autograd's own backward
+    of the same expression kept more (distgcn/steps.py)."""
+    logits = torch.randn(500, 8, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 8, (500,))
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        cross_entropies(logits, labels)
+    assert sum(t.numel() * t.element_size() for t in saved) <= (500 * 8 + 500) * 8 + labels.numel() * 8
