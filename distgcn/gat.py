@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import attention_heads
+from .dense import matmul
 from .dropout import dropout_key, keyed_dropout, keyed_keep_mask
 from .hashing import GOLDEN, derive_key, mix64
 from .model import LayerStack, glorot_matrices
@@ -119,7 +120,7 @@ class GAT(LayerStack):
         """Hidden layers' heads concatenated, then ELU; the last layer's averaged (the logits)."""
         weight = self.weights[layer]
         key = dropout_key(self.seed, epoch, layer)
-        z = h.matmul(weight, p, key) if isinstance(h, SparseRows) else keyed_dropout(h, row_ids, p, key) @ weight
+        z = h.matmul(weight, p, key) if isinstance(h, SparseRows) else matmul(keyed_dropout(h, row_ids, p, key), weight)
         p_att = self.attention_dropout if self.training else 0.0
         out = self._attend(z, layer, graph, p_att, attention_key(self.seed, epoch, layer))
         if layer == len(self.weights) - 1:

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from .dense import matmul
 from .dropout import dropout_key, keyed_dropout
 from .model import Aggregate, LayerStack, glorot_matrices
 from .sparse_input import SparseRows
@@ -73,8 +74,8 @@ class GraphSAGE(LayerStack):
             neigh = mean(both[:, :width])
             return neigh if w_self is None else neigh + both[:, width:]
         dropped = keyed_dropout(h, row_ids, p, key)
-        if width < w_neigh.shape[0]:
-            neigh = mean(dropped @ w_neigh)
+        if width < w_neigh.shape[0]:  # products in the layouts the BLAS runs fastest (distgcn/dense.py)
+            neigh = mean(matmul(dropped, w_neigh))
         else:
-            neigh = mean(dropped) @ w_neigh
-        return neigh if w_self is None else neigh + dropped @ w_self
+            neigh = matmul(mean(dropped), w_neigh)
+        return neigh if w_self is None else neigh + matmul(dropped, w_self)
