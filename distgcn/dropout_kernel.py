@@ -44,11 +44,6 @@ def _loops():
     return dropout_loops
 
 
-def _base(key: int) -> np.uint64:
-    with np.errstate(over="ignore"):
-        return np.uint64(key) * GOLDEN
-
-
 def keep_threshold(p: float) -> int:
     """The 16-bit lane value at and above which an entry is kept (as in keyed_keep_mask)."""
     return min(65535, round(p * 65536))
@@ -61,7 +56,7 @@ def masked_scale(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, out: np
     (``out`` may be ``x``); ``row_ids`` are the rows' global ids.
     """
     follow_torch_threads()
-    _loops().masked_scale(x, _ids(row_ids), _base(key), np.uint16(keep_threshold(p)), _scale(x, p), out)
+    _loops().masked_scale(x, *_mask_arguments(x, row_ids, p, key), out)
     return out
 
 
@@ -72,8 +67,7 @@ def dropped_product(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, weig
     ``x`` [rows, in] and ``weight`` [in, out] C-contiguous, one dtype; ``out`` [rows, out].
     """
     follow_torch_threads()
-    _loops().dropped_product(x, _ids(row_ids), _base(key), np.uint16(keep_threshold(p)), _scale(x, p),
-                             np.ascontiguousarray(weight.T), out)
+    _loops().dropped_product(x, *_mask_arguments(x, row_ids, p, key), np.ascontiguousarray(weight.T), out)
     return out
 
 
@@ -85,18 +79,17 @@ def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarra
     partials = np.empty((min(PARTIAL_BLOCKS, max(1, rows)), weight.shape[1], width), dtype=x.dtype)
     grad_x = np.empty_like(x) if want_grad_x else np.empty((0, width), dtype=x.dtype)
     follow_torch_threads()
-    _loops().dropped_product_backward(x, np.ascontiguousarray(grad), _ids(row_ids), _base(key),
-                                      np.uint16(keep_threshold(p)), _scale(x, p), np.ascontiguousarray(weight.T),
-                                      grad_x, want_grad_x, partials)
+    _loops().dropped_product_backward(x, np.ascontiguousarray(grad), *_mask_arguments(x, row_ids, p, key),
+                                      np.ascontiguousarray(weight.T), grad_x, want_grad_x, partials)
     return (grad_x if want_grad_x else None), np.ascontiguousarray(partials.sum(axis=0).T)
 
 
-def _ids(row_ids: np.ndarray) -> np.ndarray:
-    return np.asarray(row_ids, dtype=np.int64)
-
-
-def _scale(x: np.ndarray, p: float):
-    return x.dtype.type(1.0 / (1.0 - p))
+def _mask_arguments(x: np.ndarray, row_ids: np.ndarray, p: float, key: int) -> tuple:
+    """What every loop takes to regenerate the mask: the rows' ids, the key's hash base, the keep threshold and
+    the scale 1/(1 - p) in x's dtype."""
+    with np.errstate(over="ignore"):
+        base = np.uint64(key) * GOLDEN
+    return np.asarray(row_ids, dtype=np.int64), base, np.uint16(keep_threshold(p)), x.dtype.type(1.0 / (1.0 - p))
 
 
 def compile_now(dtype: np.dtype) -> None:

@@ -46,7 +46,7 @@ def cross_entropies(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Each row's cross-entropy, log Σ exp(logits) − logits[label] (``F.cross_entropy(..., reduction="none")``).
 
     torch's CPU log_softmax is slow over few classes: [41084, 8] float32 on one thread took 4.9 ms forward and
-    7.8 ms with its backward, this 1.1 and 2.2 ms (docs/performance.md). logsumexp subtracts the row's largest
+    7.8-9.7 ms with its backward, this 1.1 and 3.2 ms (docs/performance.md). logsumexp subtracts the row's largest
     logit first, so large logits do not overflow.
     """
     return _CrossEntropies.apply(logits, labels)
