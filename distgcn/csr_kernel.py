@@ -4,13 +4,16 @@ threads.
 Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
 things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
 in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
-36-46 % of the copy bandwidth counting compulsory bytes):
+36-46 % of the copy bandwidth counting compulsory bytes; the far prefetch
+another 1.5-1.9x where H is large, docs/performance.md, sixth round):
 
 - the loop is compiled for its width, and a row's sums live in vector
   registers (a stack array that never escapes, added to in whole vectors:
   :mod:`distgcn.llvm_intrinsics`);
 - the row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
-  for now, which the hardware prefetcher cannot guess;
+  for now, which the hardware prefetcher cannot guess; where H is larger than
+  the caches keep close, the row FAR_PREFETCH_AHEAD places on is also asked
+  into L2, so that more rows are on their way than L1 can track;
 - a written product (``accumulate=False``) of whole 64-byte rows is stored
   around the caches, so no output line is first read;
 - positions and indices are unsigned, so no index is checked for a negative
@@ -44,6 +47,15 @@ columns."""
 PREFETCH_AHEAD = 16
 """The loop asks for the row of H that the nonzero this many places ahead gathers. Slashdot, RCM, 64 columns, 2
 threads: 1.3-1.5x the same loop without prefetching; 8 and 32 places ahead were no better (docs/performance.md)."""
+FAR_PREFETCH_AHEAD = 128
+"""Where H has FAR_PREFETCH_MIN_BYTES or more, the loop also asks for the row of H this many nonzeros ahead, into
+L2 only (L1 holds too few outstanding misses for 16 rows of 256 bytes). One thread, against PREFETCH_AHEAD alone:
+Slashdot RCM 64 columns 7.4 -> 4.8 ms, 48 columns 4.7 -> 3.8 ms; the 10^6 R-MAT 64 columns 143 -> 76 ms, 16
+columns 37 -> 24 ms; 64 places ahead was about as fast, 192 no faster (docs/performance.md)."""
+FAR_PREFETCH_MIN_BYTES = 12 * 2**20
+"""The smallest H (rows x width x item size) that the far prefetch is used for. Smaller ones mostly sit in the
+last-level cache, where it cost time: Slashdot RCM, one thread, 16 columns (5 MiB) 1.69 -> 1.81 ms, 32 columns
+(10 MiB) 2.13 -> 2.44 ms; 48 columns (15 MiB) gained (above)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
@@ -60,13 +72,14 @@ def _compiled(width: int = 0):
     # every process, or numba's cache never finds the loop again (intrinsic objects do not)
 
     ahead = np.uint64(PREFETCH_AHEAD)
+    far_ahead = np.uint64(FAR_PREFETCH_AHEAD)
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
     # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value. Positions in
     # ``indices`` and ``data`` are unsigned, and so are the indices (a uint32 view): numba then checks no index for
     # a negative value (with H cache-resident, 1.2x faster than signed).
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
-    def csr_product(indptr, indices, data, dense, out, bounds, accumulate, stream):
+    def csr_product(indptr, indices, data, dense, out, bounds, accumulate, stream, far):
         columns = width if width else out.shape[1]
         line = max(1, 64 // dense.itemsize)  # items per cache line
         end_of_indices = np.uint64(indices.shape[0])
@@ -80,9 +93,12 @@ def _compiled(width: int = 0):
                 for c in range(columns):
                     acc[c] = 0
                 for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    if far and k + far_ahead < end_of_indices:
+                        for c in range(0, columns, line):
+                            llvm.prefetch(dense, indices[k + far_ahead], c, 1)  # into L2
                     if k + ahead < end_of_indices:
                         for c in range(0, columns, line):
-                            llvm.prefetch(dense, indices[k + ahead], c)
+                            llvm.prefetch(dense, indices[k + ahead], c, 3)  # into L1
                     if width:
                         llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
                     else:
@@ -143,7 +159,8 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     width = _compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
+    far = dense.nbytes >= FAR_PREFETCH_MIN_BYTES
+    _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream, far)
 
 
 def _unsigned(indices: np.ndarray) -> np.ndarray:
@@ -160,4 +177,4 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     dense = np.zeros((1, 1), dtype=dtype)
     for width in sorted({_compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
         _compiled(width)(no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
-                         np.zeros(2, dtype=np.int64), False, False)
+                         np.zeros(2, dtype=np.int64), False, False, False)

@@ -6,8 +6,9 @@
   stored it again. An array on the stack that never escapes is promoted to
   vector registers (one zmm per 16 float32 columns on AVX-512).
 - :func:`prefetch`: ``llvm.prefetch`` for the cache line holding one entry
-  of a 2D array. The rows of H a product gathers are known a few nonzeros
-  ahead (the column indices), but not to the hardware prefetcher.
+  of a 2D array, into every cache level or into L2 only. The rows of H a
+  product gathers are known a few nonzeros ahead (the column indices), but
+  not to the hardware prefetcher.
 - :func:`stream_row` and :func:`store_fence`: non-temporal stores of a
   finished output row. A plain store first reads the line it overwrites
   (read for ownership): a third more traffic for an output written once.
@@ -47,25 +48,29 @@ def stack_buffer(typingctx, count, dtype):
 
 
 @intrinsic
-def prefetch(typingctx, array, row, column):
-    """Ask the CPU to bring the cache line of ``array[row, column]`` into every cache level (a read).
+def prefetch(typingctx, array, row, column, locality):
+    """Ask the CPU to bring the cache line of ``array[row, column]`` closer (a read): into every cache level
+    (``locality`` 3: x86's prefetcht0) or only into L2 (1: prefetcht2, which fills L2 but not L1 on current AMD and
+    Intel cores).
 
     No bounds are checked and nothing is read: an address outside the array costs a wasted prefetch, never a
-    fault. ``array`` is a 2D numba array.
+    fault. ``array`` is a 2D numba array, ``locality`` a compile-time constant from 0 to 3 (LLVM's hint).
     """
-    if not isinstance(array, types.Array) or array.ndim != 2:
+    if not (isinstance(array, types.Array) and array.ndim == 2 and isinstance(locality, types.IntegerLiteral)
+            and 0 <= locality.literal_value <= 3):
         return None
+    hint = locality.literal_value
 
     def codegen(context, builder, signature, args):
-        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1:], signature.args[1:])
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3])
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, _I32, _I32, _I32]), _PREFETCH)
-        # read (0), keep in all levels (3), data cache (1)
+        # read (0), the locality hint, data cache (1)
         builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), ir.Constant(_I32, 0),
-                                ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                                ir.Constant(_I32, hint), ir.Constant(_I32, 1)])
         return context.get_dummy_value()
 
-    return types.void(array, row, column), codegen
+    return types.void(array, row, column, locality), codegen
 
 
 @intrinsic

@@ -88,19 +88,20 @@ def test_product_is_the_same_bits_on_any_number_of_threads(dtype, width: int) ->
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("width", [1, 7, 16, 17, 24, 32, 33, 48, 64, 100])
 def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop(dtype, width: int) -> None:
-    """Same sum, same order: compiling the width in (whole vectors, then narrower ones, then single items) changes
-    the speed (docs/performance.md), not the result."""
+    """Same sum, same order: compiling the width in (whole vectors, then narrower ones, then single items) and the
+    far prefetch change the speed (docs/performance.md), not the result."""
     a = sp.random(500, 400, density=0.02, format="csr", random_state=width, dtype=dtype)
     dense = np.random.default_rng(width).standard_normal((400, width)).astype(dtype)
     bounds = csr_kernel.row_blocks(a.indptr, 4)
     results = []
-    for compiled_width in (0, width):
+    for compiled_width, far in ((0, False), (width, False), (0, True), (width, True)):
         out = np.full((500, width), 0.5, dtype=dtype)
         csr_kernel._compiled(compiled_width)(a.indptr, csr_kernel._unsigned(a.indices), a.data, dense, out, bounds,
-                                             True, False)
+                                             True, False, far)
         results.append(out)
     bits = f"u{np.dtype(dtype).itemsize}"
-    np.testing.assert_array_equal(results[0].view(bits), results[1].view(bits))
+    for out in results[1:]:
+        np.testing.assert_array_equal(results[0].view(bits), out.view(bits))
     np.testing.assert_allclose(results[1], 0.5 + a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
@@ -126,7 +127,7 @@ def _fresh_llvm(width: int) -> str:
     loop = numba.njit(**cached.targetoptions)(cached.py_func)
     no_rows, dense = np.zeros(1, dtype=np.int32), np.zeros((1, max(width, 1)), dtype=np.float32)
     loop(no_rows, csr_kernel._unsigned(no_rows[:0]), dense[0, :0], dense, dense[:0], np.zeros(2, dtype=np.int64),
-         False, False)
+         False, False, False)
     return "\n".join(loop.inspect_llvm().values())
 
 
@@ -135,7 +136,8 @@ def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_ro
     rows stored around the caches and fenced before the threads join."""
     compiled, run_time = (_fresh_llvm(width) for width in (64, 0))
     assert "NRT_MemInfo_alloc" not in compiled and "NRT_MemInfo_alloc" in run_time
-    assert "llvm.prefetch" in compiled and "llvm.prefetch" in run_time
+    for hint in (1, 3):  # into L2 far ahead, into L1 near
+        assert f"i32 0, i32 {hint}, i32 1)" in compiled and f"i32 0, i32 {hint}, i32 1)" in run_time
     assert "!nontemporal" in compiled and "fence seq_cst" in compiled
 
 
@@ -168,7 +170,8 @@ region = mmap.mmap(-1, 2 * page)
 libc = ctypes.CDLL(None, use_errno=True)
 start = ctypes.addressof(ctypes.c_char.from_buffer(region))
 assert libc.mprotect(ctypes.c_void_p(start + page), page, 0) == 0  # PROT_NONE: reading past the array faults
-nnz, rows, width = 40, 10, int(sys.argv[1])
+nnz, rows, width = 400, 10, int(sys.argv[1])
+csr_kernel.FAR_PREFETCH_MIN_BYTES = 0  # the far prefetch too, on this small H
 indices = np.frombuffer(region, dtype=np.int32, count=nnz, offset=page - 4 * nnz)
 indices[:] = np.arange(nnz) % 7
 indptr = np.arange(0, nnz + 1, nnz // rows, dtype=np.int32)
@@ -182,8 +185,8 @@ assert (out == nnz // rows).all()
 
 @pytest.mark.parametrize("width", [40, 64])
 def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
-    """The loop looks PREFETCH_AHEAD nonzeros ahead; the matrix's last indices end where the next page is
-    unreadable, so a look past them would kill the process (SIGSEGV)."""
+    """The loop looks PREFETCH_AHEAD and FAR_PREFETCH_AHEAD nonzeros ahead; the matrix's last indices end where the
+    next page is unreadable, so a look past them would kill the process (SIGSEGV)."""
     result = subprocess.run([sys.executable, "-c", GUARDED_INDICES, str(width)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
