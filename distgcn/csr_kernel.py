@@ -4,8 +4,8 @@ threads.
 Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
 things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
 in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
-36-46 % of the copy bandwidth counting compulsory bytes; the far prefetch
-another 1.5-1.9x where H is large, docs/performance.md, sixth round):
+36-46 % of the copy bandwidth counting compulsory bytes; the sixth round
+1.3-2.2x more, docs/performance.md):
 
 - the loop is compiled for its width, and a row's sums live in vector
   registers (a stack array that never escapes, added to in whole vectors:
@@ -49,13 +49,13 @@ PREFETCH_AHEAD = 16
 threads: 1.3-1.5x the same loop without prefetching; 8 and 32 places ahead were no better (docs/performance.md)."""
 FAR_PREFETCH_AHEAD = 128
 """Where H has FAR_PREFETCH_MIN_BYTES or more, the loop also asks for the row of H this many nonzeros ahead, into
-L2 only (L1 holds too few outstanding misses for 16 rows of 256 bytes). One thread, against PREFETCH_AHEAD alone:
-Slashdot RCM 64 columns 7.4 -> 4.8 ms, 48 columns 4.7 -> 3.8 ms; the 10^6 R-MAT 64 columns 143 -> 76 ms, 16
-columns 37 -> 24 ms; 64 places ahead was about as fast, 192 no faster (docs/performance.md)."""
+L2 only: L1 tracks too few outstanding misses for rows that come from L3 or memory. One thread, the same loop
+with and without it (docs/performance.md, sixth round): Slashdot RCM 64 columns 6.5 -> 4.9 ms; the 10^6 R-MAT
+64 columns 149 -> 79 ms, 16 columns 47 -> 26 ms. 64 places ahead was about as fast, 192 no faster."""
 FAR_PREFETCH_MIN_BYTES = 12 * 2**20
-"""The smallest H (rows x width x item size) that the far prefetch is used for. Smaller ones mostly sit in the
-last-level cache, where it cost time: Slashdot RCM, one thread, 16 columns (5 MiB) 1.69 -> 1.81 ms, 32 columns
-(10 MiB) 2.13 -> 2.44 ms; 48 columns (15 MiB) gained (above)."""
+"""The smallest H (rows x width x item size) the far prefetch is used for. Smaller ones mostly stay in the
+last-level cache, where it cost time: Slashdot RCM, one thread, 16 columns (5 MiB) 1.67 -> 1.85 ms, 32 columns
+(10 MiB) 2.55 -> 2.69 ms; from 48 columns (15 MiB) it gained."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
@@ -80,10 +80,12 @@ def _compiled(width: int = 0):
     # a negative value (with H cache-resident, 1.2x faster than signed).
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
     def csr_product(indptr, indices, data, dense, out, bounds, accumulate, stream, far):
-        columns = width if width else out.shape[1]
-        line = max(1, 64 // dense.itemsize)  # items per cache line
         end_of_indices = np.uint64(indices.shape[0])
         for b in numba.prange(bounds.shape[0] - 1):
+            # Set inside the parallel loop: numba passes the values set before it to the loop's body as arguments,
+            # which hid these constants from the compiler (the line loop then divided at every nonzero)
+            columns = width if width else out.shape[1]
+            line = llvm.items_per_line(dense)
             if width:  # a fixed size on the stack: the compiler keeps it in registers
                 sums = llvm.stack_buffer(width, out.dtype)
                 acc = numba.carray(sums, width)

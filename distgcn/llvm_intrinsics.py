@@ -9,6 +9,8 @@
   of a 2D array, into every cache level or into L2 only. The rows of H a
   product gathers are known a few nonzeros ahead (the column indices), but
   not to the hardware prefetcher.
+- :func:`items_per_line`: a cache line's items, known when the loop is
+  compiled (numba reads an array's itemsize at run time).
 - :func:`stream_row` and :func:`store_fence`: non-temporal stores of a
   finished output row. A plain store first reads the line it overwrites
   (read for ownership): a third more traffic for an output written once.
@@ -45,6 +47,23 @@ def stack_buffer(typingctx, count, dtype):
         return builder.bitcast(buffer, context.get_value_type(signature.return_type))
 
     return types.CPointer(item_type)(count, dtype), codegen
+
+
+@intrinsic
+def items_per_line(typingctx, array):
+    """How many items of ``array``'s dtype a 64-byte cache line holds (at least 1), as a compile-time constant.
+
+    numba keeps an array's itemsize as a run-time field: ``64 // array.itemsize`` left the prefetch over a row's
+    lines a loop that divided at every nonzero.
+    """
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        item_size = context.get_abi_sizeof(context.get_data_type(signature.args[0].dtype))
+        return context.get_constant(types.intp, max(1, 64 // item_size))
+
+    return types.intp(array), codegen
 
 
 @intrinsic

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -139,6 +140,13 @@ def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_ro
     for hint in (1, 3):  # into L2 far ahead, into L1 near
         assert f"i32 0, i32 {hint}, i32 1)" in compiled and f"i32 0, i32 {hint}, i32 1)" in run_time
     assert "!nontemporal" in compiled and "fence seq_cst" in compiled
+
+
+@pytest.mark.parametrize("width", [16, 64, 0])
+def test_the_loop_knows_its_cache_line_and_width_when_compiled(width: int) -> None:
+    """Values numba passes into a parallel loop's body arrive as arguments, unknown to the compiler: the prefetch
+    over a row's lines then divided by the line's items at every nonzero (1.3-1.6x slower, docs/performance.md)."""
+    assert not re.search(r"= (udiv|sdiv|urem|srem) ", _fresh_llvm(width))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
