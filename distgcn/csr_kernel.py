@@ -35,10 +35,11 @@ import numpy as np
 
 from .threads import follow_torch_threads
 
-MIN_WIDTH = 16
-"""Narrower products go to torch's CSR product. Slashdot, RCM, float32, against torch's product on int32 indices,
-1 / 2 threads: 1-8 columns 0.71-1.00x / 0.64-1.00x, 12 columns 1.06x / 0.98x, 16 1.44x / 1.20x, 24 1.91x /
-1.72x, 40 2.81x / 2.46x (docs/performance.md)."""
+MIN_WIDTH = 8
+"""Narrower products go to torch's CSR product. Ours against torch's on int32 indices (torch's time / ours, > 1:
+ours faster), one process, sixth round: Slashdot RCM float32, 1 thread: 1 column 0.90, 2 0.93, 4 0.99, 8 1.99, 12
+2.10, 16 3.46; 2 threads: 4 0.95-1.06, 8 2.01; added onto an output, 8 columns 1.08; the 10^6 R-MAT, 4 columns
+1.55, 8 2.44 (docs/performance.md)."""
 STACK_ACCUMULATOR_BYTES = 16 * 1024
 """The widest accumulator kept on a thread's stack (4096 float32 or 2048 float64 columns). Each width up to it
 gets its own compiled loop (numba caches each on disk like any other; first call of a new width: about 1 s);

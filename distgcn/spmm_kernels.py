@@ -114,9 +114,9 @@ class NumbaBlock(ScipyBlock):
     """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, torch's CSR product
     below, both on every thread given; one int32 CSR in memory, which torch reads in place.
 
-    Measured on Slashdot (benchmarks/spmm_kernels.py and the MIN_WIDTH note, docs/performance.md): torch's
-    product over int32 indices is as fast as our loop or faster up to 12 columns; from 16 columns ours is faster,
-    at 64 columns 3-4x torch's and 3-7x scipy's.
+    Measured on Slashdot and the 10^6 R-MAT (benchmarks/spmm_kernels.py and the MIN_WIDTH note,
+    docs/performance.md): torch's product over int32 indices is about as fast as our loop up to 4 columns; from 8
+    columns ours is faster (2x at 8), and at 64 columns several times torch's and scipy's.
     """
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
@@ -151,12 +151,12 @@ BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock
 
 
 def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: ``numba`` on the CPU (our loop for products of 16 columns or more, torch's CSR product on
+    """``auto``: ``numba`` on the CPU (our loop for products of 8 columns or more, torch's CSR product on
     int32 indices below, on every thread given), torch's on a GPU.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 16 columns our loop was faster than
-    every library (at 64 columns 3-4x torch's product and 3-7x scipy's), and torch's product on int32 indices
-    the fastest below.
+    Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 8 columns our loop was faster than
+    every library (at 64 columns several times torch's product and scipy's), and torch's product on int32 indices
+    about as fast below.
     """
     if device.type != "cpu":
         if kernel in ("scipy", "numba"):

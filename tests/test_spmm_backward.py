@@ -26,7 +26,7 @@ from partition.shards import iter_shards
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
 from spmm_check import make_graph, make_parts  # noqa: E402 - the seeded graphs of the halo tests
 
-N, EDGES, SEED, WIDTH = 150, 700, 3, 40  # 40 columns: the numba kernel runs its own loop (>= 32)
+N, EDGES, SEED, WIDTH = 150, 700, 3, 40  # 40 columns: the numba kernel runs its own loop (>= 8)
 
 
 def rank_gradient(transport: InProcessTransport, directed: bool, kernel: str) -> dict:

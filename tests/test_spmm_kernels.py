@@ -25,7 +25,7 @@ DENSE_A = np.array([[1.0, 0.0, 2.0, 0.0, 0.0],
 
 
 @pytest.mark.parametrize("kernel", sorted(BLOCKS))
-@pytest.mark.parametrize("width", [3, 40])  # the numba block hands products under 16 columns to torch
+@pytest.mark.parametrize("width", [3, 40])  # the numba block hands products under 8 columns to torch
 def test_products_and_transpose_products_add_the_dense_definition(kernel, width):
     rng = np.random.default_rng(width)
     block = BLOCKS[kernel](sp.csr_matrix(DENSE_A), torch.float64, CPU)
@@ -71,10 +71,10 @@ def test_indices_are_int32_where_they_fit(kernel):
     assert block.matrix.indices.dtype == np.int32 and block.matrix.indptr.dtype == np.int32
 
 
-@pytest.mark.parametrize(("width", "threads", "own_loop"), [(15, 1, False), (16, 1, True), (15, 2, False),
-                                                       (8, 3, False), (40, 2, True)])
+@pytest.mark.parametrize(("width", "threads", "own_loop"), [(7, 1, False), (8, 1, True), (7, 2, False),
+                                                       (4, 3, False), (16, 3, True), (40, 2, True)])
 @pytest.mark.parametrize("accumulate", [False, True])
-def test_numba_block_uses_its_loop_from_16_columns_and_torch_below(monkeypatch, width, threads, own_loop, accumulate):
+def test_numba_block_uses_its_loop_from_8_columns_and_torch_below(monkeypatch, width, threads, own_loop, accumulate):
     calls = []
     loop = csr_kernel.add_product
     monkeypatch.setattr(csr_kernel, "threads", lambda: threads)

@@ -70,7 +70,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
     train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
                        help="local sparse product: auto = numba on the CPU (our loop on --threads threads; "
-                            "torch's CSR product on int32 indices below 16 columns), torch CSR on a GPU "
+                            "torch's CSR product on int32 indices below 8 columns), torch CSR on a GPU "
                             "(default: auto; measured in docs/performance.md)")
     train.add_argument("--backend", choices=BACKENDS,
                        help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
