@@ -7,7 +7,9 @@ dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``:
 over the int32 arrays in place, what ``auto`` multiplies below 32 columns),
 scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
 matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
-own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``), all on
+own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``; ``numba-near``
+and ``numba-far``: the same loop with its far prefetch always off or always on,
+whatever FAR_PREFETCH_MIN_BYTES says), all on
 ``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
 kernel's effective bandwidth two ways:
@@ -40,6 +42,7 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +93,16 @@ class Bandwidth:
         return {"copy_gbs": 2 * self.a.nbytes / self.copy_s / 1e9, "read_gbs": self.a.nbytes / self.read_s / 1e9}
 
 
+def prefetching_far(far: bool, a: sp.csr_matrix, h: np.ndarray, out: np.ndarray, bounds: dict) -> None:
+    """Our loop with the far prefetch on or off, whatever H's size."""
+    threshold = csr_kernel.FAR_PREFETCH_MIN_BYTES
+    csr_kernel.FAR_PREFETCH_MIN_BYTES = 0 if far else h.nbytes + 1
+    try:
+        csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False)
+    finally:
+        csr_kernel.FAR_PREFETCH_MIN_BYTES = threshold
+
+
 def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
     matrix = a.nnz * (itemsize + a.indices.itemsize) + a.indptr.nbytes
     rows_read = np.unique(a.indices).size
@@ -104,8 +117,8 @@ def main() -> None:
     parser.add_argument("--widths", default="16,64")
     parser.add_argument("--orders", default="natural,rcm")
     parser.add_argument("--kernels", default="torch,torch32,scipy,numba",
-                        help="comma list of torch, torch32, scipy, numba and graphblas "
-                             "(graphblas needs pip install -e '.[bench]')")
+                        help="comma list of torch, torch32, scipy, numba, numba-near, numba-far (far prefetch "
+                             "never / always) and graphblas (graphblas needs pip install -e '.[bench]')")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="calls per kernel in each round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds over all kernels")
@@ -161,6 +174,9 @@ def main() -> None:
                 bounds: dict = {}
                 candidates["numba"] = lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds,
                                                                      accumulate=False)
+            for far in (False, True):
+                if f"numba-{'far' if far else 'near'}" in kernels:
+                    candidates[f"numba-{'far' if far else 'near'}"] = partial(prefetching_far, far, a, h, out, {})
             for kernel in [k for k in kernels if k in candidates]:  # each once: compiled, and right
                 result = candidates[kernel]()
                 result = out if result is None or isinstance(result, torch.Tensor) else result
