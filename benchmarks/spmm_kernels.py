@@ -4,7 +4,7 @@ For Y = Â H on a graph's normalized adjacency, in the vertex orders given
 (``natural``: ids as loaded; ``rcm``: reverse Cuthill-McKee, what ``distgcn
 partition`` writes by default), compares torch CSR (``sparse_csr_tensor @
 dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``:
-over the int32 arrays in place, what ``auto`` multiplies below 32 columns),
+over the int32 arrays in place, what ``auto`` multiplies below ``csr_kernel.MIN_WIDTH`` columns),
 scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
 matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
 own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``; ``numba-near``
@@ -93,16 +93,6 @@ class Bandwidth:
         return {"copy_gbs": 2 * self.a.nbytes / self.copy_s / 1e9, "read_gbs": self.a.nbytes / self.read_s / 1e9}
 
 
-def prefetching_far(far: bool, a: sp.csr_matrix, h: np.ndarray, out: np.ndarray, bounds: dict) -> None:
-    """Our loop with the far prefetch on or off, whatever H's size."""
-    threshold = csr_kernel.FAR_PREFETCH_MIN_BYTES
-    csr_kernel.FAR_PREFETCH_MIN_BYTES = 0 if far else h.nbytes + 1
-    try:
-        csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False)
-    finally:
-        csr_kernel.FAR_PREFETCH_MIN_BYTES = threshold
-
-
 def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
     matrix = a.nnz * (itemsize + a.indices.itemsize) + a.indptr.nbytes
     rows_read = np.unique(a.indices).size
@@ -176,7 +166,9 @@ def main() -> None:
                                                                      accumulate=False)
             for far in (False, True):
                 if f"numba-{'far' if far else 'near'}" in kernels:
-                    candidates[f"numba-{'far' if far else 'near'}"] = partial(prefetching_far, far, a, h, out, {})
+                    candidates[f"numba-{'far' if far else 'near'}"] = partial(
+                        csr_kernel.add_product, a.indptr, a.indices, a.data, h, out, {}, accumulate=False,
+                        far_prefetch=far)
             for kernel in [k for k in kernels if k in candidates]:  # each once: compiled, and right
                 result = candidates[kernel]()
                 result = out if result is None or isinstance(result, torch.Tensor) else result

@@ -145,11 +145,13 @@ def _compiled_width(width: int, itemsize: int) -> int:
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
-                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True) -> None:
+                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True,
+                far_prefetch: bool | None = None) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
     uninitialised and is not read); data/dense/out of one dtype, ``out`` C-contiguous (``dense`` is made so).
 
     ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
+    ``far_prefetch``: the far prefetch on or off; None: on where ``dense`` has FAR_PREFETCH_MIN_BYTES or more.
     """
     if not out.flags.c_contiguous:  # the loop adds and streams whole rows at their addresses
         raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
@@ -162,7 +164,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     width = _compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    far = dense.nbytes >= FAR_PREFETCH_MIN_BYTES
+    far = dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch
     _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream, far)
 
 

@@ -179,14 +179,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 start = ctypes.addressof(ctypes.c_char.from_buffer(region))
 assert libc.mprotect(ctypes.c_void_p(start + page), page, 0) == 0  # PROT_NONE: reading past the array faults
 nnz, rows, width = 400, 10, int(sys.argv[1])
-csr_kernel.FAR_PREFETCH_MIN_BYTES = 0  # the far prefetch too, on this small H
 indices = np.frombuffer(region, dtype=np.int32, count=nnz, offset=page - 4 * nnz)
 indices[:] = np.arange(nnz) % 7
 indptr = np.arange(0, nnz + 1, nnz // rows, dtype=np.int32)
 data = np.ones(nnz, dtype=np.float32)
 dense = np.ones((7, width), dtype=np.float32)
 out = np.zeros((rows, width), dtype=np.float32)
-csr_kernel.add_product(indptr, indices, data, dense, out, accumulate=False)
+# the far prefetch too, on this small H
+csr_kernel.add_product(indptr, indices, data, dense, out, accumulate=False, far_prefetch=True)
 assert (out == nnz // rows).all()
 """
 
