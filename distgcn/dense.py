@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from . import activation_buffers
+
 
 def times_weight(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """x @ weight with the weight column-major (``out``: write there, as ``torch.mm``)."""
@@ -33,17 +35,19 @@ def weight_gradient(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
 
 
 class _Matmul(torch.autograd.Function):
-    """x @ weight, with :func:`times_weight` forward and :func:`weight_gradient` backward."""
+    """x @ weight, with :func:`times_weight` forward and :func:`weight_gradient` backward; the products with x's rows
+    are written into kept buffers (:mod:`distgcn.activation_buffers`)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         ctx.save_for_backward(x, weight)
-        return times_weight(x, weight)
+        return times_weight(x, weight, out=activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         x, weight = ctx.saved_tensors
-        grad_x = grad.mm(weight.t()) if ctx.needs_input_grad[0] else None
+        grad_x = torch.mm(grad, weight.t(), out=activation_buffers.empty(x.shape, x.dtype, x.device)) \
+            if ctx.needs_input_grad[0] else None
         grad_weight = weight_gradient(x, grad).contiguous() if ctx.needs_input_grad[1] else None
         return grad_x, grad_weight
 
@@ -51,3 +55,31 @@ class _Matmul(torch.autograd.Function):
 def matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x @ weight (autograd-aware), each product in its fastest layout (module docstring)."""
     return _Matmul.apply(x, weight)
+
+
+class _Affine(torch.autograd.Function):
+    """x @ weight + bias (torch's addmm), written into a kept buffer (:mod:`distgcn.activation_buffers`), and so is
+    the backward's G·Wᵀ; the weight's gradient by :func:`weight_gradient`."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, weight)
+        out = activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device)
+        return torch.addmm(bias, x, weight, out=out)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.mm(grad, weight.t(), out=activation_buffers.empty(x.shape, x.dtype, x.device))
+        if ctx.needs_input_grad[1]:
+            grad_weight = weight_gradient(x, grad).contiguous()
+        if ctx.needs_input_grad[2]:
+            grad_bias = grad.sum(dim=0)
+        return grad_x, grad_weight, grad_bias
+
+
+def affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x @ weight + bias (autograd-aware), its activations in kept buffers."""
+    return _Affine.apply(x, weight, bias)

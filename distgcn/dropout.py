@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import dropout_kernel
+from . import activation_buffers, dropout_kernel
 from .dense import matmul, times_weight, weight_gradient
 from .hashing import GOLDEN, derive_key, mix64_inplace
 
@@ -58,8 +58,9 @@ def _compiled_path(x: torch.Tensor) -> bool:
 def _dropped(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
     """x · mask as a new tensor outside autograd (the compiled pass, or the mask path elsewhere)."""
     if _compiled_path(x):
-        x = x.detach().contiguous().numpy()
-        return torch.from_numpy(dropout_kernel.masked_scale(x, row_ids, p, key, np.empty_like(x)))
+        out = activation_buffers.empty_like(x)
+        dropout_kernel.masked_scale(x.detach().contiguous().numpy(), row_ids, p, key, out.numpy())
+        return out
     return x.detach() * _scaled_mask(x, row_ids, p, key)
 
 
@@ -140,7 +141,7 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         ctx.mask = (p, key)
         ctx.row_ids = row_ids
         ctx.save_for_backward(x, weight)
-        out = x.new_empty((x.shape[0], weight.shape[1]))
+        out = activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device)
         if _one_pass(x, weight):
             dropout_kernel.dropped_product(x.detach().contiguous().numpy(), row_ids, p, key,
                                            weight.detach().numpy(), out.numpy())
@@ -154,11 +155,11 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         row_ids = ctx.row_ids
         if _one_pass(x, weight):
-            grad_x, grad_weight = dropout_kernel.dropped_product_backward(
+            grad_x = activation_buffers.empty_like(x) if ctx.needs_input_grad[0] else None
+            _, grad_weight = dropout_kernel.dropped_product_backward(
                 x.detach().contiguous().numpy(), grad.contiguous().numpy(), row_ids, *ctx.mask,
-                weight.detach().numpy(), ctx.needs_input_grad[0])
-            return (None if grad_x is None else torch.from_numpy(grad_x)), torch.from_numpy(grad_weight), \
-                None, None, None
+                weight.detach().numpy(), ctx.needs_input_grad[0], None if grad_x is None else grad_x.numpy())
+            return grad_x, torch.from_numpy(grad_weight), None, None, None
         grad_x = grad_weight = None
         if ctx.needs_input_grad[1]:
             for rows in _row_chunks(x):  # one product per slice, so that one slice gives the bits of one product
@@ -166,7 +167,8 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
                 grad_weight = part if grad_weight is None else grad_weight.add_(part)
             grad_weight = grad_weight.contiguous()
         if ctx.needs_input_grad[0]:
-            grad_x = _drop_in_place(grad.mm(weight.t()), row_ids, *ctx.mask)
+            grad_x = activation_buffers.empty((grad.shape[0], weight.shape[0]), grad.dtype, grad.device)
+            grad_x = _drop_in_place(torch.mm(grad, weight.t(), out=grad_x), row_ids, *ctx.mask)
         return grad_x, grad_weight, None, None, None
 
 

@@ -72,12 +72,17 @@ def dropped_product(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, weig
 
 
 def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarray, p: float, key: int,
-                             weight: np.ndarray, want_grad_x: bool) -> tuple[np.ndarray | None, np.ndarray]:
+                             weight: np.ndarray, want_grad_x: bool,
+                             grad_x_out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
     """The gradients of :func:`dropped_product` for ``grad`` = d loss / d out: (grad @ weightᵀ) · mask (None unless
-    ``want_grad_x``) and (x · mask)ᵀ @ grad, in one pass over x and grad; the mask is regenerated, not stored."""
+    ``want_grad_x``; written into ``grad_x_out`` if given, C-contiguous like x) and (x · mask)ᵀ @ grad, in one pass
+    over x and grad; the mask is regenerated, not stored."""
     rows, width = x.shape
     partials = np.empty((min(PARTIAL_BLOCKS, max(1, rows)), weight.shape[1], width), dtype=x.dtype)
-    grad_x = np.empty_like(x) if want_grad_x else np.empty((0, width), dtype=x.dtype)
+    if not want_grad_x:
+        grad_x = np.empty((0, width), dtype=x.dtype)
+    else:
+        grad_x = np.empty_like(x) if grad_x_out is None else grad_x_out
     follow_torch_threads()
     _loops().dropped_product_backward(x, np.ascontiguousarray(grad), *_mask_arguments(x, row_ids, p, key),
                                       np.ascontiguousarray(weight.T), grad_x, want_grad_x, partials)

@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 from .config import TrainConfig
+from .dense import affine
 from .dropout import dropout_key, keyed_dropout, keyed_dropout_matmul
+from .relu import relu_
 from .sparse_input import SparseRows
 
 if TYPE_CHECKING:
@@ -91,13 +93,14 @@ class GCN(LayerStack):
         key = dropout_key(self.seed, epoch, layer)
         h = self._propagate(layer, h, self.weights[layer], self.biases[layer], aggregate, row_ids, p, key)
         # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
-        return h if layer == len(self.weights) - 1 else torch.relu_(h)
+        return h if layer == len(self.weights) - 1 else relu_(h)
 
     def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, bias: torch.Tensor,
                    aggregate: Aggregate, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
         """Â · dropout(H) · W + b in the cheaper order; a cached layer 0 (H = Â·X already) skips Â.
 
-        The bias is added by the dense product (addmm) or in place into the last product's fresh output.
+        The bias is added by the dense product (:func:`~distgcn.dense.affine`) or in place into the last product's
+        fresh output.
         """
         local = layer == 0 and self.first_layer == "cached"
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
@@ -107,7 +110,7 @@ class GCN(LayerStack):
         if local or weight.shape[1] < weight.shape[0]:
             h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
             return (h if local else aggregate(h)).add_(bias)
-        return torch.addmm(bias, aggregate(keyed_dropout(h, row_ids, p, key)), weight)
+        return affine(aggregate(keyed_dropout(h, row_ids, p, key)), weight, bias)
 
 
 def build_model(config: TrainConfig, widths: list[int], dtype: torch.dtype) -> nn.Module:

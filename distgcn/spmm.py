@@ -17,6 +17,7 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from . import activation_buffers
 from .halo import HaloExchanger
 from .spmm_kernels import BLOCKS
 
@@ -50,7 +51,7 @@ class DistributedAdjacency:
         """Y = Â H for this rank's rows, H given by its owned rows."""
         h = h.contiguous()
         exchange = self.exchanger.start_forward(h)
-        y = torch.empty((self.n_owned, h.shape[1]), dtype=h.dtype, device=h.device)
+        y = activation_buffers.empty((self.n_owned, h.shape[1]), h.dtype, h.device)
         self.owned.product(y, h)
         for k, halo_rows in exchange.arrivals():
             self.halo_by_sender[k].add_product(y, halo_rows)
@@ -63,7 +64,7 @@ class DistributedAdjacency:
         halo_partials = self.exchanger.halo_partials(g.shape[1], g.dtype)
         self.add_halo_partials(halo_partials, g)
         exchange = self.exchanger.start_reverse(halo_partials)
-        grad = torch.empty((self.n_owned, g.shape[1]), dtype=g.dtype, device=g.device)
+        grad = activation_buffers.empty((self.n_owned, g.shape[1]), g.dtype, g.device)
         self.owned_t.product(grad, g)
         exchange.add_into(grad)
         exchange.finish()

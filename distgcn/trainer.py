@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from .activation_buffers import kept_between_epochs
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
 from .config import DTYPES as DTYPE_NAMES, MinibatchConfig, TrainConfig
@@ -189,18 +190,22 @@ class Trainer:
         return self.model.layer_outputs(self.inputs, self.aggregation, self.shard.global_ids, self.completed_epochs)
 
     def epochs(self) -> Iterator[dict]:
-        """Train, yielding one metrics record per epoch (identical on every rank)."""
-        for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
-            self.counters.reset()
-            start = time.perf_counter()
-            loss_share, source_metrics = self.train_epoch(epoch)
-            correct = self.correct_counts(epoch)
-            epoch_s = time.perf_counter() - start
-            record = {**self._reduce_metrics(epoch, loss_share, correct, epoch_s), **source_metrics}
-            if not math.isfinite(record["loss"]):
-                raise TrainingDiverged(epoch, record["loss"])
-            self.completed_epochs = epoch
-            yield record
+        """Train, yielding one metrics record per epoch (identical on every rank).
+
+        The epochs' large activations live in buffers kept from one epoch to the next
+        (:mod:`distgcn.activation_buffers`), freed when the last epoch is done."""
+        with kept_between_epochs():
+            for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
+                self.counters.reset()
+                start = time.perf_counter()
+                loss_share, source_metrics = self.train_epoch(epoch)
+                correct = self.correct_counts(epoch)
+                epoch_s = time.perf_counter() - start
+                record = {**self._reduce_metrics(epoch, loss_share, correct, epoch_s), **source_metrics}
+                if not math.isfinite(record["loss"]):
+                    raise TrainingDiverged(epoch, record["loss"])
+                self.completed_epochs = epoch
+                yield record
 
     def _reduce_metrics(self, epoch: int, loss_share: float, correct: dict[str, int], epoch_s: float) -> dict:
         """The epoch's record: this rank's measurements combined over ranks by EPOCH_REDUCTIONS (collective)."""
