@@ -14,6 +14,9 @@ Two settings of the ``train`` process remove most of them:
   are reused, not faulted in again (about 6 % per epoch; up to 152 MiB more
   peak on some scale-23 ranks, which the memory target still meets).
 
+Blocks over 32 MiB glibc cannot be told to keep: the trainer keeps those
+activations itself (:mod:`distgcn.activation_buffers`).
+
 Only the ``train`` command's process does this: the API leaves the caller's process as it is. A user who sets
 THP_MEM_ALLOC_ENABLE=0 keeps torch's default.
 """
