@@ -138,8 +138,9 @@ def _train(ranks: int = 1, **keywords) -> list[distgcn.TrainResult]:
 
 
 @pytest.mark.parametrize("keywords", [{}, {"first_layer": "cached"}, {"dtype": "float64"},
-                                      {"sampler": "node", "batch_size": 120}, {"ranks": 2}],
-                         ids=["exact", "cached", "float64", "minibatch", "two-ranks"])
+                                      {"sampler": "node", "batch_size": 120}, {"ranks": 2}, {"conv": "sage"},
+                                      {"conv": "gat", "heads": 2}],
+                         ids=["exact", "cached", "float64", "minibatch", "two-ranks", "sage", "gat"])
 def test_training_with_kept_buffers_gives_the_bits_of_training_without(monkeypatch, keywords) -> None:
     """With every activation kept (MIN_BYTES 0), each epoch reuses the last one's memory; a buffer handed out while
     still in use would change the losses or the weights."""
