@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -105,10 +106,11 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
         for line in settings_lines(header):
             progress.detail(line)
     ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks
+    nodes = transport.allgather_object((socket.gethostname(), ranks_on_node, available_cores()))  # collective
     if header is not None:
-        # rank 0's node, as its warning says: a report marks runs whose times include waiting for a core
+        # rank 0's node: a report marks runs whose times include waiting for a core
         header["node"] = {"ranks": ranks_on_node, "cores": available_cores(), "device": transport.device.type}
-        for warning in _unsound(config, header, ranks_on_node, transport.device.type, shard.num_classes):
+        for warning in _unsound(config, header, nodes, transport.device.type, shard.num_classes):
             progress.warn(warning)
     agreed(lambda: _check_memory(shard, train, transport, kernel))
     trainer = agreed(lambda: _make_trainer(shard, transport, config, kernel, progress))
@@ -236,15 +238,16 @@ def settings_lines(header: dict) -> list[str]:
     return ["run configuration:", *flat("", header)]
 
 
-def _unsound(config: RunConfig, header: dict, ranks_on_node: int, device: str, classes: int) -> list[str]:
-    """The warnings of :mod:`distgcn.soundness` that apply to this run (rank 0, about its own node)."""
+def _unsound(config: RunConfig, header: dict, nodes: list[tuple[str, int, int]], device: str,
+             classes: int) -> list[str]:
+    """The warnings of :mod:`distgcn.soundness` that apply to this run (rank 0, about every rank's node)."""
     if config.source.partition_dir is not None:
         drawn = read_meta(Path(config.source.partition_dir))["graph"].get("random_features_seed") is not None
     else:
         drawn = config.source.features is not None
     found = [soundness.random_labels(header["graph"]["spec"], drawn, classes)]
     if device == "cpu":  # a GPU rank computes on its GPU, not on the node's cores
-        found.append(soundness.oversubscribed(ranks_on_node, available_cores()))
+        found.append(soundness.oversubscribed(nodes))
     return [line for line in found if line is not None]
 
 

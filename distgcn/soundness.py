@@ -9,12 +9,20 @@ from __future__ import annotations
 __all__ = ["oversubscribed", "random_labels"]
 
 
-def oversubscribed(ranks_on_node: int, cores: int) -> str | None:
+def oversubscribed(nodes: list[tuple[str, int, int]]) -> str | None:
     """More ranks than cores on a node: ranks then wait for a core, and the time an epoch line reports as
-    waiting on communication is mostly that wait."""
-    if ranks_on_node <= cores:
+    waiting on communication is mostly that wait.
+
+    ``nodes``: each rank's (host name, ranks on its node, the node's cores); the most crowded node is named.
+    """
+    by_host = {host: (ranks, cores) for host, ranks, cores in nodes}
+    crowded = {host: (ranks, cores) for host, (ranks, cores) in by_host.items() if ranks > cores}
+    if not crowded:
         return None
-    return (f"warning: {ranks_on_node} ranks share {cores} cores on this node, so each rank waits for a core and "
+    host, (ranks, cores) = max(sorted(crowded.items()), key=lambda item: item[1][0] / max(1, item[1][1]))
+    where = "this node" if len(by_host) == 1 else \
+        f"node {host} ({len(crowded)} of the job's {len(by_host)} nodes have more ranks than cores)"
+    return (f"warning: {ranks} ranks share {cores} cores on {where}, so each rank waits for a core and "
             f"the comm share measures that waiting, not communication: launch at most {cores} ranks per node "
             f"(mpiexec -n {cores}), or spread them over more nodes")
 

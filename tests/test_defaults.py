@@ -67,6 +67,18 @@ def test_more_ranks_than_cores_is_one_warning_line(tmp_path):
     assert "warning" not in roomy.stderr
 
 
+def test_the_most_crowded_node_of_the_job_is_named_whichever_rank_is_on_it():
+    """Rank 0's node may be roomy while another is oversubscribed: the warning looks at every rank's node."""
+    from distgcn.soundness import oversubscribed
+
+    roomy, crowded, worse = ("a", 2, 4), ("b", 4, 2), ("c", 6, 2)
+    assert oversubscribed([roomy, roomy]) is None
+    assert "4 ranks share 2 cores on this node" in oversubscribed([crowded] * 4)
+    line = oversubscribed([roomy, roomy, *[crowded] * 4, *[worse] * 6])
+    assert "6 ranks share 2 cores on node c (2 of the job's 3 nodes have more ranks than cores)" in line
+    assert "mpiexec -n 2" in line
+
+
 def test_random_labels_are_one_warning_line(tmp_path):
     """Random labels train to chance accuracy; a graph with its own labels (here an SBM's communities) does not warn."""
     edges = tmp_path / "g.txt"
