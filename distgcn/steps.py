@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from . import activation_buffers
 from .sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
@@ -26,30 +27,41 @@ class _CrossEntropies(torch.autograd.Function):
 
     Autograd's own backward of that expression (logsumexp's and the gather's, then their sum) held two more
     buffers of z's size at once, which raised the peak of a rank at scale 23 by 70 MiB (docs/performance.md).
+    With ``rows``, the loss is of those rows of z only, and the gradient of all of z (zero elsewhere) is
+    written into a kept buffer (:mod:`distgcn.activation_buffers`), as ``index_select``'s backward would have
+    allocated it anew; same bits.
     """
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        log_sums = torch.logsumexp(logits, dim=1)
-        ctx.save_for_backward(logits, log_sums, labels)
-        return log_sums - logits.gather(1, labels.unsqueeze(1)).squeeze(1)
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor,  # type: ignore[override]
+                rows: torch.Tensor | None) -> torch.Tensor:
+        ctx.all_rows = logits.shape
+        picked = logits if rows is None else logits.index_select(0, rows)
+        log_sums = torch.logsumexp(picked, dim=1)
+        ctx.save_for_backward(picked, log_sums, labels, rows)
+        return log_sums - picked.gather(1, labels.unsqueeze(1)).squeeze(1)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        logits, log_sums, labels = ctx.saved_tensors
-        grad_logits = torch.sub(logits, log_sums.unsqueeze(1)).exp_()
-        grad_logits.scatter_add_(1, labels.unsqueeze(1), torch.full_like(log_sums, -1.0).unsqueeze(1))
-        return grad_logits.mul_(grad.unsqueeze(1)), None
+        picked, log_sums, labels, rows = ctx.saved_tensors
+        grad_picked = torch.sub(picked, log_sums.unsqueeze(1)).exp_()
+        grad_picked.scatter_add_(1, labels.unsqueeze(1), torch.full_like(log_sums, -1.0).unsqueeze(1))
+        grad_picked.mul_(grad.unsqueeze(1))
+        if rows is None:
+            return grad_picked, None, None
+        grad_logits = activation_buffers.empty(ctx.all_rows, picked.dtype, picked.device).zero_()
+        return grad_logits.index_add_(0, rows, grad_picked), None, None
 
 
-def cross_entropies(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Each row's cross-entropy, log Σ exp(logits) − logits[label] (``F.cross_entropy(..., reduction="none")``).
+def cross_entropies(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Each row's cross-entropy, log Σ exp(logits) − logits[label] (``F.cross_entropy(..., reduction="none")``);
+    with ``rows`` (positions, each once), of ``logits.index_select(0, rows)``.
 
     torch's CPU log_softmax is slow over few classes: [41084, 8] float32 on one thread took 4.9 ms forward and
     7.8-9.7 ms with its backward, this 1.1 and 3.2 ms (docs/performance.md). logsumexp subtracts the row's largest
     logit first, so large logits do not overflow.
     """
-    return _CrossEntropies.apply(logits, labels)
+    return _CrossEntropies.apply(logits, labels, rows)
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ class FullBatch:
         self._train_labels, self._num_train = labels[self._train_rows], num_train
 
     def _loss(self, logits: torch.Tensor) -> torch.Tensor:
-        return cross_entropies(logits.index_select(0, self._train_rows), self._train_labels).sum() / self._num_train
+        return cross_entropies(logits, self._train_labels, self._train_rows).sum() / self._num_train
 
     def steps(self, epoch: int) -> Iterator[Step]:
         yield Step(self._inputs, self._aggregate, self._row_ids, epoch, self._loss)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -54,3 +56,26 @@ def test_the_backward_keeps_only_the_logits_and_one_number_a_row() -> None:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         cross_entropies(logits, labels)
     assert sum(t.numel() * t.element_size() for t in saved) <= (500 * 8 + 500) * 8 + labels.numel() * 8
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_the_loss_of_some_rows_is_the_loss_of_their_selection_bit_for_bit(kept: bool, monkeypatch) -> None:
+    """``rows``: the loss of those rows and a gradient of all the logits, zero elsewhere, the bits autograd gives
+    through index_select (also when the gradient's buffer is a kept one, reused and so not zero beforehand)."""
+    from distgcn import activation_buffers
+
+    monkeypatch.setattr(activation_buffers, "MIN_BYTES", 0)
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(300, 8, generator=gen, requires_grad=True)
+    rows = torch.randperm(300, generator=gen)[:120]
+    labels = torch.randint(0, 8, (120,), generator=gen)
+    weights = torch.randn(120, generator=gen)
+    expected = cross_entropies(logits.index_select(0, rows), labels)
+    (expected_grad,) = torch.autograd.grad((expected * weights).sum(), logits)
+    with activation_buffers.kept_between_epochs() if kept else contextlib.nullcontext():
+        for _ in range(2):  # the second time round the kept gradient buffer holds the first one's values
+            loss = cross_entropies(logits, labels, rows)
+            (grad,) = torch.autograd.grad((loss * weights).sum(), logits)
+            assert torch.equal(loss, expected.detach())
+            assert torch.equal(grad.view(torch.int32), expected_grad.view(torch.int32))
+            del grad
