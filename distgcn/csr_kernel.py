@@ -123,6 +123,54 @@ def _compiled(width: int = 0):
     return csr_product
 
 
+@cache
+def _compiled_transpose(width: int = 0):
+    """out += Aᵀ·H for a CSR A, compiled for ``width`` columns (0: any width): each block of output rows (A's
+    columns) is summed by one thread that walks A's rows in order and takes, from each, the entries whose column
+    falls in its block (a contiguous run of the sorted indices, found by bisection). Every output row thus adds
+    its terms in the order of A's rows, whatever the blocks and threads."""
+    import numba
+
+    from . import llvm_intrinsics as llvm
+
+    @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
+    def csr_transpose_product(indptr, indices, data, dense, out, bounds):
+        one = np.uint64(1)
+        for b in numba.prange(bounds.shape[0] - 1):
+            first, stop = bounds[b], bounds[b + 1]
+            columns = width if width else out.shape[1]
+            if width:  # the row of H being scattered, on the stack: in registers
+                row_buffer = llvm.stack_buffer(width, out.dtype)
+                row = numba.carray(row_buffer, width)
+            else:
+                row = np.empty(columns, dtype=out.dtype)
+            for r in range(indptr.shape[0] - 1):
+                start, end = np.uint64(indptr[r]), np.uint64(indptr[r + 1])
+                if start == end or indices[end - one] < first or indices[start] >= stop:
+                    continue
+                low, high = start, end  # the first entry of the row whose column is in the block
+                while low < high:
+                    middle = (low + high) >> one
+                    if indices[middle] < first:
+                        low = middle + one
+                    else:
+                        high = middle
+                for c in range(columns):
+                    row[c] = dense[r, c]
+                k = low
+                while k < end and indices[k] < stop:
+                    if width:
+                        llvm.add_scaled_to_row(out, indices[k], row_buffer, data[k], width)
+                    else:
+                        a = data[k]
+                        target = out[indices[k]]
+                        for c in range(columns):
+                            target[c] += a * row[c]
+                    k += one
+
+    return csr_transpose_product
+
+
 def threads() -> int:
     """The threads the next product runs on (torch's count, as ``train --threads`` set it)."""
     import numba
@@ -136,6 +184,13 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
     rows = indptr.shape[0] - 1
     work = np.asarray(indptr, dtype=np.int64) + np.arange(rows + 1)
     return np.searchsorted(work, np.linspace(0, work[-1], blocks + 1)).astype(np.int64)
+
+
+def column_blocks(indices: np.ndarray, columns: int, blocks: int) -> np.ndarray:
+    """Boundaries of ``blocks`` consecutive column ranges of about equal work (entries + columns), int64
+    [blocks + 1]: the output rows each thread of a transpose product sums."""
+    per_column = np.bincount(indices, minlength=columns)
+    return row_blocks(np.concatenate(([0], np.cumsum(per_column))), blocks)
 
 
 def _compiled_width(width: int, itemsize: int) -> int:
@@ -168,18 +223,39 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream, far)
 
 
+def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
+                          out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None) -> None:
+    """out += CSR(indptr, indices, data)ᵀ @ dense in place, without a stored transpose: each output row is summed
+    by one thread, in the order of the matrix's rows, so the result is the same bits on any number of threads.
+    The column indices must be sorted within each row (canonical CSR). ``bounds_cache`` keeps the column blocks
+    per thread count."""
+    if not out.flags.c_contiguous:  # the loop adds whole rows at their addresses
+        raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
+    dense = np.ascontiguousarray(dense)
+    cache = {} if bounds_cache is None else bounds_cache
+    count = threads()
+    bounds = cache.get(count)
+    if bounds is None:  # one block per thread: each block walks every row, so more blocks cost more
+        bounds = cache[count] = column_blocks(indices, out.shape[0], count)
+    width = _compiled_width(dense.shape[1], out.itemsize)
+    _compiled_transpose(width)(indptr, _unsigned(indices), data, dense, out, bounds)
+
+
 def _unsigned(indices: np.ndarray) -> np.ndarray:
     """The same column indices as unsigned integers (a view): the loop then checks none for a negative value."""
     return indices.view(np.dtype(f"u{indices.itemsize}"))
 
 
-def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
+def compile_now(dtype: np.dtype, widths: Iterable[int] = (), transpose: bool = False) -> None:
     """Compile (or load from numba's cache) the product for ``dtype``, int32 indices and each of ``widths`` (the
-    run-time-width loop for those too wide for the stack) before a rank's large arrays exist (as
-    :func:`distgcn.dropout_kernel.compile_now`). Each runs on a matrix of no rows, so no width allocates anything:
-    the memory check that follows may still refuse a model too wide for the rank."""
+    run-time-width loop for those too wide for the stack), and with ``transpose`` the transpose product too, before
+    a rank's large arrays exist (as :func:`distgcn.dropout_kernel.compile_now`). Each runs on a matrix of no rows,
+    so no width allocates anything: the memory check that follows may still refuse a model too wide for the rank."""
     no_rows = np.zeros(1, dtype=np.int32)
     dense = np.zeros((1, 1), dtype=dtype)
+    nothing = (no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
+               np.zeros(2, dtype=np.int64))
     for width in sorted({_compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
-        _compiled(width)(no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
-                         np.zeros(2, dtype=np.int64), False, False, False)
+        _compiled(width)(*nothing, False, False, False)
+        if transpose:
+            _compiled_transpose(width)(*nothing)

@@ -1,4 +1,4 @@
-"""LLVM operations that numba does not offer, for the wide loop of :mod:`distgcn.csr_kernel`.
+"""LLVM operations that numba does not offer, for the wide loops of :mod:`distgcn.csr_kernel`.
 
 - :func:`stack_buffer`: a fixed-size scratch array on the stack. numba's
   ``np.empty`` allocates on the heap, through a call LLVM cannot see into,
@@ -14,6 +14,9 @@
 - :func:`stream_row` and :func:`store_fence`: non-temporal stores of a
   finished output row. A plain store first reads the line it overwrites
   (read for ownership): a third more traffic for an output written once.
+- :func:`add_scaled_row` and :func:`add_scaled_to_row`: a row times a
+  scalar added into the registers, or from them into a row of the output,
+  in whole vectors.
 
 Imported on first use only (it imports numba), like the kernels.
 """
@@ -156,27 +159,56 @@ def add_scaled_row(typingctx, sums, array, row, scale, count):
     def codegen(context, builder, signature, args):
         sums_pointer, array_value, row_value, scale_value = args[:4]
         item = signature.args[0].dtype
-        item_type = context.get_data_type(item)
-        item_size = context.get_abi_sizeof(item_type)
         source = _row_start(context, builder, signature.args[1], array_value, row_value, signature.args[2])
         scale = context.cast(builder, scale_value, signature.args[3], item)
-        start = 0
-        for vector_bytes in (64, 32, 16, item_size):  # whole 64-byte vectors, then narrower ones for what is left
-            lanes = vector_bytes // item_size
-            vector = ir.VectorType(item_type, lanes) if lanes > 1 else item_type
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                                 f"llvm.fma.{f'v{lanes}' if lanes > 1 else ''}{_suffix(item_type)}")
-            splat = _splat(builder, scale, vector, lanes)
-            while start + lanes <= items:
-                into = builder.bitcast(cgutils.gep(builder, sums_pointer, start), vector.as_pointer())
-                values = builder.load(builder.bitcast(cgutils.gep(builder, source, start), vector.as_pointer()),
-                                      align=item_size)
-                builder.store(builder.call(fma, [splat, values, builder.load(into, align=item_size)]), into,
-                              align=item_size)
-                start += lanes
+        _add_scaled(context, builder, sums_pointer, source, scale, context.get_data_type(item), items)
         return context.get_dummy_value()
 
     return types.void(sums, array, row, scale, count), codegen
+
+
+@intrinsic
+def add_scaled_to_row(typingctx, array, row, source, scale, count):
+    """array[row, :count] += scale * source[:count]: :func:`add_scaled_row` the other way round, for a loop that
+    scatters a row kept in registers into rows of its output (each item one fused multiply-add).
+
+    ``count`` is a compile-time constant; ``array`` is a C-contiguous 2D array of the items ``source`` points to.
+    """
+    if not (isinstance(source, types.CPointer) and isinstance(array, types.Array) and array.ndim == 2
+            and array.layout == "C" and array.dtype == source.dtype and isinstance(count, types.IntegerLiteral)):
+        return None
+    items = count.literal_value
+
+    def codegen(context, builder, signature, args):
+        array_value, row_value, source_pointer, scale_value = args[:4]
+        item = signature.args[2].dtype
+        target = _row_start(context, builder, signature.args[0], array_value, row_value, signature.args[1])
+        scale = context.cast(builder, scale_value, signature.args[3], item)
+        _add_scaled(context, builder, target, source_pointer, scale, context.get_data_type(item), items)
+        return context.get_dummy_value()
+
+    return types.void(array, row, source, scale, count), codegen
+
+
+def _add_scaled(context, builder: ir.IRBuilder, target: ir.Value, source: ir.Value, scale: ir.Value,
+                item_type: ir.Type, items: int) -> None:
+    """target[:items] += scale * source[:items] in fused multiply-adds on 64-byte vectors, then narrower ones for
+    the last items (both pointers to items of ``item_type``, any alignment)."""
+    item_size = context.get_abi_sizeof(item_type)
+    start = 0
+    for vector_bytes in (64, 32, 16, item_size):
+        lanes = vector_bytes // item_size
+        vector = ir.VectorType(item_type, lanes) if lanes > 1 else item_type
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.{f'v{lanes}' if lanes > 1 else ''}{_suffix(item_type)}")
+        splat = _splat(builder, scale, vector, lanes)
+        while start + lanes <= items:
+            into = builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer())
+            values = builder.load(builder.bitcast(cgutils.gep(builder, source, start), vector.as_pointer()),
+                                  align=item_size)
+            builder.store(builder.call(fma, [splat, values, builder.load(into, align=item_size)]), into,
+                          align=item_size)
+            start += lanes
 
 
 def _item_pointer(context, builder: ir.IRBuilder, array_type: types.Array, array: ir.Value,

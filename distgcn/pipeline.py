@@ -95,7 +95,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
     if transport.device.type == "cpu":
-        agreed(lambda: _compile_kernels(kernel, train))
+        agreed(lambda: _compile_kernels(kernel, train, transport.size > 1))
     shard = shard_source(transport, progress)
     if outputs.save_weights:  # a bad path must fail now, not after the training it would have saved
         agreed(lambda: check_target(Path(outputs.save_weights), WEIGHTS) if root else None)
@@ -251,14 +251,15 @@ def _unsound(config: RunConfig, header: dict, nodes: list[tuple[str, int, int]],
     return [line for line in found if line is not None]
 
 
-def _compile_kernels(kernel: str, train: TrainConfig) -> None:
+def _compile_kernels(kernel: str, train: TrainConfig, halo: bool) -> None:
     """Compile the numba kernels this run is likely to call before its shard is loaded (distgcn/memory.py's
-    prediction holds from the first run on: compiled beside the shard, they left ~330 MB more resident)."""
+    prediction holds from the first run on: compiled beside the shard, they left ~330 MB more resident); ``halo``:
+    there are other ranks, so the halo blocks' transpose products too."""
     dtype = np.dtype(train.dtype)
     if train.dropout > 0:
         dropout_kernel.compile_now(dtype)
     if kernel == "numba":
-        csr_kernel.compile_now(dtype, train.hidden)
+        csr_kernel.compile_now(dtype, train.hidden, transpose=halo)
 
 
 def _check_memory(shard: Shard, train: TrainConfig, transport: Transport, kernel: str) -> None:

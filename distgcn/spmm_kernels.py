@@ -111,8 +111,9 @@ class ScipyBlock(SparseBlock):
 
 
 class NumbaBlock(ScipyBlock):
-    """Our loop (:mod:`distgcn.csr_kernel`) for products of ``MIN_WIDTH`` columns or more, torch's CSR product
-    below, both on every thread given; one int32 CSR in memory, which torch reads in place.
+    """Our loops (:mod:`distgcn.csr_kernel`) for products and transpose products of ``MIN_WIDTH`` columns or more,
+    on every thread given; below, torch's CSR product and scipy's transpose product (one thread). One int32 CSR in
+    memory, which torch reads in place; no transpose is stored.
 
     Measured on Slashdot and the 10^6 R-MAT (benchmarks/spmm_kernels.py and the MIN_WIDTH note,
     docs/performance.md): torch's product over int32 indices is about as fast as our loop up to 4 columns; from 8
@@ -123,6 +124,8 @@ class NumbaBlock(ScipyBlock):
         super()._store(matrix, dtype, device)
         self.bounds: dict[int, np.ndarray] = {}
         """Row blocks per thread count (csr_kernel.row_blocks)."""
+        self.column_bounds: dict[int, np.ndarray] = {}
+        """Column blocks per thread count, for the transpose product (csr_kernel.column_blocks)."""
         m = self.matrix  # scipy keeps indptr and indices of one dtype, as torch needs
         self.view = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
                                             torch.from_numpy(m.data), size=m.shape, check_invariants=False)
@@ -139,6 +142,14 @@ class NumbaBlock(ScipyBlock):
             out.addmm_(self.view, dense.detach())
         else:
             self._loop(out, dense, accumulate=True)
+
+    def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
+        if dense.shape[1] < csr_kernel.MIN_WIDTH:
+            super()._add_transpose_product(out, dense)
+        else:
+            m = self.matrix
+            csr_kernel.add_transpose_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(),
+                                             out.numpy(), self.column_bounds)
 
     def _loop(self, out: torch.Tensor, dense: torch.Tensor, accumulate: bool) -> None:
         m = self.matrix

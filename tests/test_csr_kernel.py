@@ -242,6 +242,90 @@ def test_row_blocks_split_the_work_evenly() -> None:
     assert max(work) - min(work) <= 22  # each boundary within one row (11) of the ideal; by rows: 11000 vs 1000
 
 
+def _sorted_block(rows: int, columns: int, density: float, seed: int, dtype) -> sp.csr_matrix:
+    """A random CSR with an empty row and an empty column (where blocks of work and of columns part ways)."""
+    a = sp.random(rows, columns, density=density, format="csr", random_state=seed, dtype=dtype).tolil()
+    a[3, :] = 0
+    a[:, 5] = 0
+    a = a.tocsr()
+    a.eliminate_zeros()
+    a.sort_indices()
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [1, 7, 8, 16, 17, 33, 64, 100])
+def test_transpose_product_adds_the_dense_definition(dtype, width: int) -> None:
+    """out += Aᵀ·G against the dense matrix's transpose (numpy's dense product: no sparse code in the oracle)."""
+    a = _sorted_block(300, 250, 0.03, width, dtype)
+    g = np.random.default_rng(width).standard_normal((300, width)).astype(dtype)
+    out = np.full((250, width), 0.25, dtype=dtype)
+    csr_kernel.add_transpose_product(a.indptr, a.indices, a.data, g, out)
+    np.testing.assert_allclose(out, 0.25 + a.toarray().T @ g, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("width", [8, 64, 4097])
+def test_transpose_product_is_the_same_bits_for_any_blocks_threads_and_loop(dtype, width: int) -> None:
+    """Each output row is summed by one thread in the order of the matrix's rows, so neither the column blocks, nor
+    the threads, nor compiling the width in changes a bit."""
+    import numba
+
+    a = _sorted_block(2000, 1500, 0.004, 11, dtype)
+    a.indices = a.indices.astype(np.int32)
+    g = np.random.default_rng(width).standard_normal((2000, width)).astype(dtype)
+    compiled = csr_kernel._compiled_width(width, np.dtype(dtype).itemsize)
+    results = []
+    try:
+        for threads in sorted({1, 2, numba.config.NUMBA_NUM_THREADS}):
+            torch.set_num_threads(threads)
+            for blocks in (1, 2, 3, 7):
+                for loop in {compiled, 0}:
+                    out = np.full((1500, width), 0.5, dtype=dtype)
+                    csr_kernel._compiled_transpose(loop)(a.indptr, csr_kernel._unsigned(a.indices), a.data, g, out,
+                                                         csr_kernel.column_blocks(a.indices, 1500, blocks))
+                    results.append(out)
+            out = np.full((1500, width), 0.5, dtype=dtype)
+            csr_kernel.add_transpose_product(a.indptr, a.indices, a.data, g, out)
+            results.append(out)
+    finally:
+        torch.set_num_threads(1)
+    bits = f"u{np.dtype(dtype).itemsize}"
+    for out in results[1:]:
+        np.testing.assert_array_equal(results[0].view(bits), out.view(bits))
+    np.testing.assert_allclose(results[0], 0.5 + a.toarray().T @ g, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5)
+
+
+def test_column_blocks_split_the_entries_evenly() -> None:
+    indices = np.concatenate([np.repeat(np.arange(100), 30), np.arange(100, 3000)])  # heavy columns, then light
+    bounds = csr_kernel.column_blocks(indices, 3000, 4)
+    assert bounds[0] == 0 and bounds[-1] == 3000 and np.all(np.diff(bounds) >= 0)
+    per_column = np.bincount(indices, minlength=3000)
+    work = [per_column[a:b].sum() + b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    assert max(work) - min(work) <= 62  # each boundary within one column (31) of the ideal
+
+
+def test_numba_block_transposes_an_unsorted_block_correctly() -> None:
+    """The transpose loop finds a row's columns by bisection: every block sorts what it is given (SparseBlock)."""
+    a = _sorted_block(80, 70, 0.1, 2, np.float64)
+    shuffled = sp.csr_matrix((a.data[::-1].copy(), a.indices[::-1].copy(), a.indptr), shape=a.shape)
+    for r in range(80):  # reverse each row's entries in place: the same matrix, unsorted
+        lo, hi = a.indptr[r], a.indptr[r + 1]
+        shuffled.indices[lo:hi], shuffled.data[lo:hi] = a.indices[lo:hi][::-1], a.data[lo:hi][::-1]
+    shuffled.has_sorted_indices = False
+    block = NumbaBlock(shuffled, torch.float64, torch.device("cpu"))
+    g = torch.randn(80, 16, dtype=torch.float64)
+    out = torch.zeros(70, 16, dtype=torch.float64)
+    torch.set_num_threads(2)  # two column blocks: with one, any order of a row's entries passes
+    try:
+        block.add_transpose_product(out, g)
+    finally:
+        torch.set_num_threads(1)
+    torch.testing.assert_close(out, torch.from_numpy(a.toarray().T @ g.numpy()), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None:
     losses = {}
