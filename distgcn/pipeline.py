@@ -248,6 +248,7 @@ def _unsound(config: RunConfig, header: dict, nodes: list[tuple[str, int, int]],
     found = [soundness.random_labels(header["graph"]["spec"], drawn, classes)]
     if device == "cpu":  # a GPU rank computes on its GPU, not on the node's cores
         found.append(soundness.oversubscribed(nodes))
+        found.append(soundness.one_thread_kernel(header["spmm_kernel"], header["threads"]))
     return [line for line in found if line is not None]
 
 

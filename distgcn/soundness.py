@@ -6,7 +6,7 @@ Each is one line that says what is wrong and what to do; rank 0 prints them befo
 
 from __future__ import annotations
 
-__all__ = ["oversubscribed", "random_labels"]
+__all__ = ["oversubscribed", "random_labels", "one_thread_kernel"]
 
 
 def oversubscribed(nodes: list[tuple[str, int, int]]) -> str | None:
@@ -38,3 +38,13 @@ def random_labels(spec: str | None, drawn: bool, classes: int) -> str | None:
         return None
     return (f"warning: the labels are random ({classes} classes drawn for an unlabelled graph, as the paper does), "
             f"so accuracy stays near chance (1/{classes}): read this run for time and communication, not accuracy")
+
+
+def one_thread_kernel(kernel: str, threads: int) -> str | None:
+    """scipy's sparse products run on one thread: with more, only the dense products use them, and an epoch's time
+    reads as if the rank's cores did not help."""
+    if kernel != "scipy" or threads <= 1:
+        return None
+    return (f"warning: --spmm-kernel scipy multiplies the sparse blocks on one thread, so --threads {threads} "
+            f"speeds up only the dense products: use --spmm-kernel auto (our loops, on every thread) unless you "
+            f"want scipy's products")

@@ -91,3 +91,16 @@ def test_random_labels_are_one_warning_line(tmp_path):
     warnings = [line for line in drawn.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "labels are random" in warnings[0] and "1/5" in warnings[0]
     assert "warning" not in learnable.stderr
+
+
+def test_the_one_thread_scipy_kernel_with_more_threads_is_one_warning_line():
+    """--threads 2 with scipy's products: the sparse part of the epoch stays on one thread; auto's loops do not."""
+    runs = {kernel: distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--threads", "2", "--spmm-kernel",
+                                        kernel, "--quiet"]) for kernel in ("scipy", "auto")}
+    one = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--threads", "1", "--spmm-kernel", "scipy",
+                              "--quiet"])
+    assert all(run.returncode == 0 for run in [*runs.values(), one]), [run.stderr for run in runs.values()]
+    warnings = [line for line in runs["scipy"].stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "scipy multiplies the sparse blocks on one thread" in warnings[0]
+    assert "--threads 2" in warnings[0]
+    assert "warning" not in runs["auto"].stderr and "warning" not in one.stderr
