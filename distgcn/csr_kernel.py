@@ -187,10 +187,14 @@ def row_blocks(indptr: np.ndarray, blocks: int) -> np.ndarray:
 
 
 def column_blocks(indices: np.ndarray, columns: int, blocks: int) -> np.ndarray:
-    """Boundaries of ``blocks`` consecutive column ranges of about equal work (entries + columns), int64
-    [blocks + 1]: the output rows each thread of a transpose product sums."""
-    per_column = np.bincount(indices, minlength=columns)
-    return row_blocks(np.concatenate(([0], np.cumsum(per_column))), blocks)
+    """Boundaries of ``blocks`` consecutive column ranges of about equal entries, int64 [blocks + 1]: the output
+    rows each thread of a transpose product sums. Called at a run's first backward pass, near its peak memory, so
+    its only temporary is one count per column."""
+    cumulative = np.bincount(indices, minlength=columns)
+    np.cumsum(cumulative, out=cumulative)
+    entries = cumulative[-1] if columns else 0
+    inner = np.searchsorted(cumulative, np.linspace(0, entries, blocks + 1)[1:-1], side="right")
+    return np.concatenate(([0], inner, [columns])).astype(np.int64)
 
 
 def _compiled_width(width: int, itemsize: int) -> int:

@@ -303,8 +303,9 @@ def test_column_blocks_split_the_entries_evenly() -> None:
     bounds = csr_kernel.column_blocks(indices, 3000, 4)
     assert bounds[0] == 0 and bounds[-1] == 3000 and np.all(np.diff(bounds) >= 0)
     per_column = np.bincount(indices, minlength=3000)
-    work = [per_column[a:b].sum() + b - a for a, b in zip(bounds[:-1], bounds[1:])]
-    assert max(work) - min(work) <= 62  # each boundary within one column (31) of the ideal
+    entries = [per_column[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert sum(entries) == len(indices) and max(entries) - min(entries) <= 60  # each bound within a column (30)
+    assert list(csr_kernel.column_blocks(indices, 3000, 1)) == [0, 3000]
 
 
 def test_numba_block_transposes_an_unsorted_block_correctly() -> None:
