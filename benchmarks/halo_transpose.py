@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from distgcn import allocator, csr_kernel
 from distgcn.data import load_graph
 from distgcn.graph import normalized_adjacency
+from spmm_kernels import timed  # the median of repeated calls, as that benchmark times its kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,15 +49,6 @@ def halo_block(a: sp.csr_matrix, parts: int, seed: int) -> sp.csr_matrix:
     block.sort_indices()
     return sp.csr_matrix((block.data, block.indices.astype(np.int32), block.indptr.astype(np.int32)),
                          shape=block.shape)
-
-
-def median_ms(fn, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
 
 
 def main() -> None:
@@ -95,7 +87,7 @@ def main() -> None:
             samples: dict[str, list[float]] = {kernel: [] for kernel in candidates}
             for _ in range(args.rounds):
                 for kernel, fn in candidates.items():
-                    samples[kernel].append(median_ms(fn, args.repeats))
+                    samples[kernel].append(timed(fn, args.repeats) * 1e3)
             scipy_ms, ours_ms = (statistics.median(samples[k]) for k in ("scipy", "ours"))
             rows.append({"parts": parts, "block": list(block.shape), "nnz": int(block.nnz), "width": width,
                          "scipy_ms": round(scipy_ms, 3), "ours_ms": round(ours_ms, 3),
