@@ -221,14 +221,16 @@ class InProcessTransport:
     """One rank's end of a :class:`World`; implements :class:`~distgcn.transport.base.Transport`."""
 
     backend = "inprocess"
-    device = torch.device("cpu")
 
-    def __init__(self, rank: int, size: int, world: World):
+    def __init__(self, rank: int, size: int, world: World, device: torch.device = torch.device("cpu")):
         if size != world.size or not 0 <= rank < size:
             raise ValueError(f"rank {rank} of {size} does not fit a world of {world.size} ranks")
         self.rank = rank
         self.size = size
         self.world = world
+        self.device = device
+        """Where the rank's tensors live. Ranks may share one GPU: each thread queues on the device's default
+        stream, so a message's copy is ordered before the receiver's use of it."""
         self._collectives = 0
         """How many collectives this rank has started: ranks call them in the same order, so the count names one."""
 
@@ -289,8 +291,12 @@ class InProcessTransport:
         raise error
 
 
-def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float = DEFAULT_TIMEOUT_S) -> list[T]:
+def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float = DEFAULT_TIMEOUT_S,
+              device: torch.device = torch.device("cpu")) -> list[T]:
     """Run ``fn(transport)`` on ``size`` rank threads; return their results in rank order.
+
+    ``device`` is every rank's device: ``cuda`` runs P ranks' GPU code paths on
+    one GPU, where NCCL would refuse two ranks on the same device.
 
     If any rank raises, the others are released (their waits raise
     :class:`RankAborted`) and, once every thread has ended, the first failure
@@ -302,7 +308,7 @@ def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float =
 
     def rank_main(rank: int) -> None:
         try:
-            results[rank] = fn(InProcessTransport(rank, size, world))
+            results[rank] = fn(InProcessTransport(rank, size, world, device))
         except RankAborted:
             pass  # this rank's own abort (already recorded) or its release by another rank's failure
         except BaseException as exc:  # noqa: BLE001 - any failure must release the other ranks

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The checks that need a GPU, in one go, for a machine lent for minutes (docs/gpu.md, "Verified on a real GPU").
+#
+#   bash benchmarks/gpu_checks.sh OUTDIR
+#
+# Run from the repository root with a python whose torch sees CUDA (PYTHON=..., default python3); distgcn
+# is taken from this checkout (PYTHONPATH), so nothing is installed. Each step writes its own log under
+# OUTDIR and has its own time limit, so one that fails or hangs does not cost the others:
+#   env.txt         the GPU, driver, torch/CUDA/NCCL and library versions
+#   gpu-tests.txt   the tests that skip without CUDA: NCCL under torchrun, GPU memory against its
+#                   prediction, and P = 1..4 in-process ranks sharing the GPU against the single process
+#   two-ranks.txt   two NCCL ranks on a machine with one GPU: must stop at once with one clear line
+#   speed.txt       epoch times of one rank on the GPU against one rank on all the CPU cores, same shard
+set -u
+out=${1:?usage: bash benchmarks/gpu_checks.sh OUTDIR}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    "$py" -c "import torch, numba, scipy, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda,
+'numba', numba.__version__, 'scipy', scipy.__version__, 'numpy', numpy.__version__); print('nccl', torch.cuda.nccl.version())"
+    "$py" -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])" 2>&1 | tail -1
+    echo "cores $(nproc)"
+} > "$out/env.txt" 2>&1
+
+timeout 300 "$py" -m pytest -p no:cacheprovider -q -rs tests/test_torch_transport.py -k "gpu or nccl" \
+    > "$out/gpu-tests.txt" 2>&1
+echo "exit status $?" >> "$out/gpu-tests.txt"
+
+scratch=$(mktemp -d)
+timeout 120 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 -m distgcn train \
+    --graph synthetic:sbm,n=20000 --partition random --backend nccl --epochs 3 --quiet > "$out/two-ranks.txt" 2>&1
+echo "exit status $?" >> "$out/two-ranks.txt"
+
+# Speed: R-MAT scale 20 (10^6 vertices, 1.3*10^7 entries), 64 random features -> 64 -> 8, float32, 2 layers.
+{
+    timeout 240 "$py" -m distgcn partition synthetic:rmat,scale=${RMAT_SCALE:-20},edge_factor=12,features=64,classes=8 \
+        --model random --parts 1 --out "$scratch/rmat20" --quiet || echo "partition: exit status $?"
+    for run in "nccl --hidden 64" "gloo --hidden 64 --threads $(nproc)" "nccl --hidden 256" \
+               "gloo --hidden 256 --threads $(nproc)"; do
+        timeout 240 "$py" -m distgcn train "$scratch/rmat20" --backend $run --epochs 20 --quiet \
+            --metrics "$scratch/m.jsonl" || echo "exit status $?"
+        [ -s "$scratch/m.jsonl" ] && "$py" - "$scratch/m.jsonl" "$run" <<'EOF'
+import json, statistics, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+epochs = [r["epoch_s"] for r in records[1:]]
+print(f"{sys.argv[2]:<32} median epoch {statistics.median(epochs) * 1e3:8.2f} ms over epochs 2-{len(records)}"
+      f" (min {min(epochs) * 1e3:.2f}, max {max(epochs) * 1e3:.2f}); last loss {records[-1]['loss']:.6f}")
+EOF
+        rm -f "$scratch/m.jsonl"
+    done
+} > "$out/speed.txt" 2>&1
+rm -rf "$scratch"
