@@ -7,10 +7,11 @@
 # is taken from this checkout (PYTHONPATH), so nothing is installed. Each step writes its own log under
 # OUTDIR and has its own time limit, so one that fails or hangs does not cost the others:
 #   env.txt         the GPU, driver, torch/CUDA/NCCL and library versions
-#   gpu-tests.txt   the tests that skip without CUDA: NCCL under torchrun, GPU memory against its
-#                   prediction, and P = 1..4 in-process ranks sharing the GPU against the single process
+#   gpu-tests.txt   the tests that skip without CUDA: NCCL under torchrun against the single process,
+#                   GPU memory against its prediction
 #   two-ranks.txt   two NCCL ranks on a machine with one GPU: must stop at once with one clear line
 #   speed.txt       epoch times of one rank on the GPU against one rank on all the CPU cores, same shard
+#   profile.txt     where the GPU rank's epoch goes (benchmarks/gpu_profile.py)
 set -u
 out=${1:?usage: bash benchmarks/gpu_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -53,4 +54,5 @@ EOF
         rm -f "$scratch/m.jsonl"
     done
 } > "$out/speed.txt" 2>&1
+timeout 120 "$py" benchmarks/gpu_profile.py "$scratch/rmat20" > "$out/profile.txt" 2>&1
 rm -rf "$scratch"

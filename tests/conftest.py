@@ -93,7 +93,7 @@ def restore_environ(saved: dict[str, str | None]) -> None:
             os.environ[var] = value
 
 
-def run_distgcn_in_process(args: list[str], ranks: int, device: str = "cpu") -> list[int]:
+def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
     """``distgcn ARGS`` on ``ranks`` in-process ranks (threads); each rank's exit status, in rank order.
 
     Each rank runs the command line's own pipeline (``distgcn.cli.main``); only
@@ -101,7 +101,6 @@ def run_distgcn_in_process(args: list[str], ranks: int, device: str = "cpu") -> 
     one. A failure on any rank is raised here once every rank has ended.
     ``train`` sets torch's thread count and the OpenMP variables for the whole
     process (the same value on every rank): they are restored afterwards.
-    ``device`` is every rank's (``cuda`` puts all ranks on one GPU).
     """
     import torch
 
@@ -119,7 +118,7 @@ def run_distgcn_in_process(args: list[str], ranks: int, device: str = "cpu") -> 
     saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     try:
         with mock.patch.object(setup, "make_transport", lambda backend: local.transport):
-            return run_ranks(ranks, rank_main, device=torch.device(device))
+            return run_ranks(ranks, rank_main)
     finally:
         torch.set_num_threads(threads)
         restore_environ(saved)

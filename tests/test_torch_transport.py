@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn, run_distgcn_in_process
+from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
 from reference import reference_train
 from test_training import brute_volume, directed_graph  # noqa: F401 - directed_graph is a fixture
 
@@ -261,22 +261,6 @@ def test_nccl_under_torchrun_equals_single_process(tmp_path, directed_graph):  #
     proc = torchrun(["-m", "distgcn", *train_args(directed_graph, tmp_path, "random", "nccl")], ranks=ranks)
     assert proc.returncode == 0, proc.stderr
     check_equals_reference(directed_graph, tmp_path, "random", ranks)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-@pytest.mark.parametrize("partition", ["random", "contiguous"])
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_ranks_sharing_one_gpu_equal_single_process(tmp_path, directed_graph, partition, ranks):  # noqa: F811
-    """The GPU path at P > 1 on one GPU: in-process ranks (threads) whose tensors all live on cuda:0.
-
-    NCCL refuses two ranks on one device, so with one GPU this is how the
-    halo blocks' CSR products, the exchanges' buffers and the backward's
-    reverse exchange run on a GPU at all; the transport is the only part
-    that differs from an NCCL job.
-    """
-    args = train_args(directed_graph, tmp_path, partition, "nccl")
-    assert run_distgcn_in_process(args, ranks, device="cuda") == [0] * ranks
-    check_equals_reference(directed_graph, tmp_path, partition, ranks)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)

@@ -19,7 +19,13 @@ Caveats: torch's thread count (``torch.set_num_threads``) and the
 environment are per process, not per rank, so a rank that sets them sets
 them for all; the ranks share the process's cores and one GIL, so this
 transport says nothing about speed or overlap; a rank busy computing notices
-an abort only at its next call into the transport.
+an abort only at its next call into the transport. The ranks are CPU ranks:
+they cannot share one GPU, because autograd runs the backward pass of every
+CUDA graph of a process on one thread per device, so a rank that waits there
+for its peer's halo rows stops the peer's backward as well. (Tried on an
+H200: P = 1 on cuda:0 matched the single process, P = 2 failed after about
+the wait timeout each time; this is the explanation by reading autograd's
+engine, not from a captured trace.)
 """
 
 from __future__ import annotations
@@ -221,16 +227,14 @@ class InProcessTransport:
     """One rank's end of a :class:`World`; implements :class:`~distgcn.transport.base.Transport`."""
 
     backend = "inprocess"
+    device = torch.device("cpu")
 
-    def __init__(self, rank: int, size: int, world: World, device: torch.device = torch.device("cpu")):
+    def __init__(self, rank: int, size: int, world: World):
         if size != world.size or not 0 <= rank < size:
             raise ValueError(f"rank {rank} of {size} does not fit a world of {world.size} ranks")
         self.rank = rank
         self.size = size
         self.world = world
-        self.device = device
-        """Where the rank's tensors live. Ranks may share one GPU: each thread queues on the device's default
-        stream, so a message's copy is ordered before the receiver's use of it."""
         self._collectives = 0
         """How many collectives this rank has started: ranks call them in the same order, so the count names one."""
 
@@ -291,12 +295,8 @@ class InProcessTransport:
         raise error
 
 
-def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float = DEFAULT_TIMEOUT_S,
-              device: torch.device = torch.device("cpu")) -> list[T]:
+def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float = DEFAULT_TIMEOUT_S) -> list[T]:
     """Run ``fn(transport)`` on ``size`` rank threads; return their results in rank order.
-
-    ``device`` is every rank's device: ``cuda`` runs P ranks' GPU code paths on
-    one GPU, where NCCL would refuse two ranks on the same device.
 
     If any rank raises, the others are released (their waits raise
     :class:`RankAborted`) and, once every thread has ended, the first failure
@@ -308,7 +308,7 @@ def run_ranks(size: int, fn: Callable[[InProcessTransport], T], timeout: float =
 
     def rank_main(rank: int) -> None:
         try:
-            results[rank] = fn(InProcessTransport(rank, size, world, device))
+            results[rank] = fn(InProcessTransport(rank, size, world))
         except RankAborted:
             pass  # this rank's own abort (already recorded) or its release by another rank's failure
         except BaseException as exc:  # noqa: BLE001 - any failure must release the other ranks
