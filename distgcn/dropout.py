@@ -13,7 +13,7 @@ import torch
 
 from . import activation_buffers, dropout_kernel
 from .dense import matmul, times_weight, weight_gradient
-from .hashing import GOLDEN, derive_key, mix64_inplace
+from .hashing import GOLDEN, as_int64, derive_key, mix64_inplace, mix64_int64_inplace
 
 
 def dropout_key(seed: int, epoch: int, layer: int) -> int:
@@ -74,9 +74,29 @@ def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> 
 
 
 def _scaled_mask(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
-    """keyed_keep_mask · 1/(1 - p) in x's dtype, on x's device."""
-    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key)).to(x.device)
+    """keyed_keep_mask · 1/(1 - p) in x's dtype, on x's device (hashed there: a GPU gets no mask from the host)."""
+    if x.device.type != "cpu":
+        rows = torch.as_tensor(row_ids, dtype=torch.int64, device=x.device)
+        return scaled_keep_mask_torch(rows, x.shape[1], p, key, x.dtype)
+    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key))
     return keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
+def scaled_keep_mask_torch(row_ids: torch.Tensor, width: int, p: float, key: int, dtype: torch.dtype) -> torch.Tensor:
+    """:func:`keyed_keep_mask` · 1/(1 - p) as a ``dtype`` tensor, computed by torch on ``row_ids``' device.
+
+    The same counters and 16-bit lanes as the numpy mask (lane l of a group's
+    hash is its bits 16·l..16·l+15), in int64 arithmetic, whose wraparound is
+    uint64's; so a GPU rank drops exactly the entries a CPU rank would.
+    """
+    groups = (width + 3) // 4
+    counter = row_ids.to(torch.int64) * groups + as_int64(key * int(GOLDEN))
+    hashed = mix64_int64_inplace(counter[:, None] + torch.arange(groups, dtype=torch.int64, device=row_ids.device))
+    mask = torch.empty((row_ids.shape[0], groups, 4), dtype=dtype, device=row_ids.device)
+    threshold = dropout_kernel.keep_threshold(p)
+    for lane in range(4):
+        mask[:, :, lane] = ((hashed >> (16 * lane)) & 0xFFFF) >= threshold
+    return mask.view(row_ids.shape[0], 4 * groups)[:, :width].mul_(1.0 / (1.0 - p))
 
 
 class _KeyedDropout(torch.autograd.Function):

@@ -51,6 +51,26 @@ def mix64_inplace(x: np.ndarray) -> np.ndarray:
     return np.bitwise_xor(x, scratch, out=x)
 
 
+def as_int64(value: int) -> int:
+    """The int64 whose bits are those of ``value`` mod 2**64."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+def mix64_int64_inplace(x):
+    """:func:`mix64` in place on a signed int64 array or tensor, read as uint64.
+
+    For libraries without uint64 arithmetic on every device (torch on a GPU):
+    int64 products wrap as uint64's do, and each right shift is made logical
+    by masking off the copied sign bits. Returns ``x``.
+    """
+    for shift, multiplier in ((30, _M1), (27, _M2), (31, None)):
+        x ^= (x >> shift) & ((1 << (64 - shift)) - 1)
+        if multiplier is not None:
+            x *= as_int64(int(multiplier))
+    return x
+
+
 def derive_key(seed: int, *parts: int) -> int:
     """A 64-bit key for (seed, parts...): ``k = seed mod 2**64``, then ``k = mix64(k ^ part · GOLDEN)`` per part.
 

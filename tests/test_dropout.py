@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from distgcn import dropout, dropout_kernel
-from distgcn.dropout import dropout_key, keyed_dropout, keyed_dropout_matmul, keyed_keep_mask, keyed_keep_values
+from distgcn.dropout import (dropout_key, keyed_dropout, keyed_dropout_matmul, keyed_keep_mask, keyed_keep_values,
+                             scaled_keep_mask_torch)
 from distgcn.hashing import uniforms
 from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
 
@@ -79,8 +80,8 @@ def test_compiled_pass_gives_the_numpy_mask_times_x_bitwise(dtype, width: int) -
 def test_mask_is_the_documented_hash_of_row_and_column():
     """Each mask entry from its definition (distgcn/dropout_kernel.py's docstring), in Python ints: entry (r, j) of a
     width-w mask is lane j mod 4 (16 bits, low lane first) of mix64(r · ceil(w/4) + key · GOLDEN + j div 4) mod 2**64,
-    kept iff the lane is at least round(p · 65536). Checked for the dense mask, the entries of a sparse input, and
-    at a p whose threshold equals one of the lanes (that entry is kept)."""
+    kept iff the lane is at least round(p · 65536). Checked for the dense mask, the entries of a sparse input, the
+    torch form that GPU ranks compute, and at a p whose threshold equals one of the lanes (that entry is kept)."""
     key = dropout_key(5, 4, 1)
     ids = [0, 1, 7, 2**33 + 5, 123456789]
 
@@ -96,6 +97,8 @@ def test_mask_is_the_documented_hash_of_row_and_column():
             rows, cols = np.nonzero(np.ones_like(want))
             got = keyed_keep_values(np.array(ids)[rows], cols, width, p, key)
             np.testing.assert_array_equal(got, want[rows, cols])
+            on_torch = scaled_keep_mask_torch(torch.tensor(ids), width, p, key, torch.float64)  # a GPU's mask
+            np.testing.assert_array_equal(on_torch.numpy(), want / (1.0 - p))
         assert keyed_keep_mask(np.array(ids), width, int(lanes[-1, -1]) / 65536, key)[-1, -1]
 
 
