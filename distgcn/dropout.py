@@ -94,8 +94,9 @@ def scaled_keep_mask_torch(row_ids: torch.Tensor, width: int, p: float, key: int
     hashed = mix64_int64_inplace(counter[:, None] + torch.arange(groups, dtype=torch.int64, device=row_ids.device))
     mask = torch.empty((row_ids.shape[0], groups, 4), dtype=dtype, device=row_ids.device)
     threshold = dropout_kernel.keep_threshold(p)
-    for lane in range(4):
-        mask[:, :, lane] = ((hashed >> (16 * lane)) & 0xFFFF) >= threshold
+    for lane in range(4):  # one int64 temporary at a time: 2 bytes per entry beside the hashes' 2
+        bits = hashed >> (16 * lane)
+        mask[:, :, lane] = bits.bitwise_and_(0xFFFF) >= threshold
     return mask.view(row_ids.shape[0], 4 * groups)[:, :width].mul_(1.0 / (1.0 - p))
 
 
