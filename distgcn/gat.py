@@ -25,8 +25,8 @@ from torch import nn
 
 from .config import attention_heads
 from .dense import matmul
-from .dropout import dropout_key, keyed_dropout, keyed_keep_mask
-from .hashing import GOLDEN, derive_key, mix64
+from .dropout import dropout_key, keyed_dropout, keyed_keep_mask, scaled_keep_mask_torch
+from .hashing import GOLDEN, as_int64, derive_key, mix64, mix64_int64_inplace
 from .model import LayerStack, glorot_matrices
 from .sparse_input import SparseRows
 
@@ -50,6 +50,24 @@ def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: floa
         edge = mix64(np.asarray(dst_ids, dtype=np.uint64) * GOLDEN + np.uint64(key)) \
             + np.asarray(src_ids, dtype=np.uint64)
     return keyed_keep_mask(edge, heads, p, key)
+
+
+def scaled_edge_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, key: int,
+                     like: torch.Tensor) -> torch.Tensor:
+    """:func:`edge_keep_mask` · 1/(1 - p) in ``like``'s dtype on its device; a GPU hashes it there (int64 form)."""
+    if like.device.type == "cpu":
+        keep = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, key))
+        return keep.to(like.dtype).mul_(1.0 / (1.0 - p))
+    return scaled_edge_mask_torch(torch.as_tensor(dst_ids, dtype=torch.int64, device=like.device),
+                                  torch.as_tensor(src_ids, dtype=torch.int64, device=like.device),
+                                  heads, p, key, like.dtype)
+
+
+def scaled_edge_mask_torch(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, p: float, key: int,
+                           dtype: torch.dtype) -> torch.Tensor:
+    """:func:`edge_keep_mask` · 1/(1 - p), computed by torch on the ids' device, bit for bit the numpy mask."""
+    edge = mix64_int64_inplace(dst_ids * as_int64(int(GOLDEN)) + as_int64(key)).add_(src_ids)
+    return scaled_keep_mask_torch(edge, heads, p, key, dtype)
 
 
 @dataclass(frozen=True)
@@ -136,8 +154,7 @@ class GAT(LayerStack):
         scores = F.leaky_relu(target_terms[graph.dst] + source_terms[graph.src], NEGATIVE_SLOPE)
         alpha = _softmax_by_row(scores, graph.dst, graph.n_owned)
         if p > 0.0:
-            keep = torch.from_numpy(edge_keep_mask(graph.dst_ids, graph.src_ids, k, p, key)).to(alpha.device)
-            alpha = alpha * keep.to(alpha.dtype).mul_(1.0 / (1.0 - p))
+            alpha = alpha * scaled_edge_mask(graph.dst_ids, graph.src_ids, k, p, key, alpha)
         return _EdgeWeightedSum.apply(alpha, z_all, graph.dst, graph.src, graph.n_owned)
 
 

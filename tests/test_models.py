@@ -176,3 +176,18 @@ def test_gat_cora_accuracy_reaches_81_percent(tmp_path, ranks):
                 "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "300"]
     accuracies = cora_accuracies(tmp_path, settings, lambda args: distgcn_in_process(args, ranks=ranks))
     assert np.mean(accuracies) >= 0.81, accuracies
+
+
+def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit():
+    """The int64 torch form (what a GPU rank computes) against the numpy mask, ids past 2**63 included."""
+    from distgcn.gat import attention_key, edge_keep_mask, scaled_edge_mask_torch
+
+    rng = np.random.default_rng(7)
+    dst = np.concatenate([rng.integers(0, 2**40, 300), [0, 2**63 - 1]]).astype(np.uint64)
+    src = np.concatenate([rng.integers(0, 2**40, 300), [2**63 - 1, 5]]).astype(np.uint64)
+    for heads, p in ((1, 0.5), (3, 0.2), (8, 0.9)):
+        key = attention_key(SEED, 2, 1)
+        want = edge_keep_mask(dst, src, heads, p, key) / (1.0 - p)
+        got = scaled_edge_mask_torch(torch.from_numpy(dst.astype(np.int64)), torch.from_numpy(src.astype(np.int64)),
+                                     heads, p, key, torch.float64)
+        np.testing.assert_array_equal(got.numpy(), want)
