@@ -11,7 +11,7 @@
 #                   GPU memory against its prediction
 #   two-ranks.txt   two NCCL ranks on a machine with one GPU: must stop at once with one clear line
 #   speed.txt       epoch times of one rank on the GPU against one rank on all the CPU cores, same shard
-#   profile.txt     where the GPU rank's epoch goes (benchmarks/gpu_profile.py)
+#   profile.txt     where the GPU rank's epoch goes (benchmarks/profile_epoch.py)
 set -u
 out=${1:?usage: bash benchmarks/gpu_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -54,5 +54,5 @@ EOF
         rm -f "$scratch/m.jsonl"
     done
 } > "$out/speed.txt" 2>&1
-timeout 120 "$py" benchmarks/gpu_profile.py "$scratch/rmat20" > "$out/profile.txt" 2>&1
+timeout 120 "$py" benchmarks/profile_epoch.py "$scratch/rmat20" --backend nccl > "$out/profile.txt" 2>&1
 rm -rf "$scratch"
