@@ -19,11 +19,14 @@ vector (:func:`partition_id`). Readers are the runtime
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import platform
 import shutil
+import socket
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -201,13 +204,62 @@ def write_directory(out: Path, fields: dict, parts: np.ndarray, shards: Iterable
     return meta
 
 
+STAGING_OWNER = ".distgcn-staging"
+"""A staging directory's first file: the host and process that write it (removed before the rename into place)."""
+
+
 def make_staging(out: Path) -> Path:
-    """A new empty directory next to ``out``, where its contents are written before it is renamed into place."""
+    """A new directory next to ``out``, where its contents are written before it is renamed into place.
+
+    First removes the staging directories of ``out`` that killed runs left
+    behind (:func:`remove_abandoned_staging`): at 10^8 edges each holds GBs.
+    """
+    remove_abandoned_staging(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     umask = os.umask(0)
     os.umask(umask)
     staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
+    owner = {"host": socket.gethostname(), "pid": os.getpid()}
+    (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
     return staging
+
+
+def remove_abandoned_staging(out: Path) -> list[Path]:
+    """Delete the staging directories of ``out`` whose writer is gone; return them.
+
+    Only a directory named as :func:`make_staging` names them, holding its
+    owner file, written on this host by a process that no longer exists (a
+    SIGKILL, a node's OOM killer) is removed. Anything else, a staging
+    directory of another host or of a live run included, is left alone.
+    """
+    removed = []
+    for candidate in sorted(out.parent.glob(f".{glob.escape(out.name)}.*")):
+        owner_file = candidate / STAGING_OWNER
+        if candidate.is_symlink() or not candidate.is_dir() or not owner_file.is_file():
+            continue
+        try:
+            owner = json.loads(owner_file.read_text())
+            host, pid = owner["host"], int(owner["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid <= 0 or host != socket.gethostname() or _process_exists(pid):
+            continue
+        shutil.rmtree(candidate, ignore_errors=True)
+        print(f"distgcn: removed {candidate}: a staging directory left by an interrupted run "
+              f"(process {pid} on this host has ended)", file=sys.stderr, flush=True)
+        removed.append(candidate)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process with this id exists on this host (one of another user's counts: it is not ours to judge)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_parts(directory: Path, parts: np.ndarray) -> None:
@@ -273,6 +325,7 @@ def finish_directory(staging: Path, out: Path, meta: dict, *, force: bool = Fals
                      inputs: list[Path] | None = None) -> None:
     """Write meta.json last, then rename the complete staging directory to ``out`` (replacing an old one)."""
     (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    (staging / STAGING_OWNER).unlink(missing_ok=True)
     replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
 
 

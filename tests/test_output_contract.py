@@ -91,6 +91,55 @@ def test_partition_force_refuses_the_working_directory_its_parents_and_a_users_d
     assert snapshot(tmp_path) == before
 
 
+def _a_pid_nobody_has() -> int:
+    """A process id no process has now (counting down from the largest the kernel hands out)."""
+    pid = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
+
+
+def test_partition_removes_only_staging_directories_whose_writer_is_gone(tmp_path, capsys):
+    """A killed partition leaves its staging directory (SIGKILL runs no cleanup; tests/test_signals.py kills one
+    for real); the next partition into the same place removes it, and only it: not a live run's, not another
+    host's, not one without distgcn's owner file, not a link, not one whose owner file is unreadable."""
+    import socket
+
+    graph = edge_file(tmp_path / "data")
+    host, dead = socket.gethostname(), _a_pid_nobody_has()
+
+    def staging(name: str, owner: str | None) -> Path:
+        directory = tmp_path / f".part.{name}"
+        directory.mkdir()
+        (directory / "shard_0.npz").write_bytes(b"half written")
+        if owner is not None:
+            (directory / ".distgcn-staging").write_text(owner)
+        return directory
+
+    abandoned = staging("abandoned", json.dumps({"host": host, "pid": dead}))
+    kept = [staging("live", json.dumps({"host": host, "pid": os.getpid()})),
+            staging("elsewhere", json.dumps({"host": host + "-other", "pid": dead})),
+            staging("users", None),
+            staging("unreadable", "{not json"),
+            staging("group", json.dumps({"host": host, "pid": -1}))]
+    target = staging("target", json.dumps({"host": host, "pid": dead})).rename(tmp_path / "linked")
+    (tmp_path / ".part.link").symlink_to(target, target_is_directory=True)
+    before = {path.name: snapshot(path) for path in [*kept, target]}
+
+    code, err = partition(graph, "part", *EDGES, capsys=capsys, cwd=tmp_path)
+    assert code == 0, err
+    assert not abandoned.exists()
+    assert f"removed {abandoned.name}: a staging directory left by an interrupted run (process {dead} " in err
+    assert {path.name: snapshot(path) for path in [*kept, target]} == before
+    assert (tmp_path / ".part.link").is_symlink() and err.count("removed ") == 1
+    assert not (tmp_path / "part" / ".distgcn-staging").exists()  # the owner file goes before the rename
+
+
 def test_partition_force_replaces_only_its_own_partition(tmp_path, capsys):
     graph = edge_file(tmp_path / "data")
     assert partition(graph, "part", *EDGES, capsys=capsys, cwd=tmp_path)[0] == 0

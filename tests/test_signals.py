@@ -196,6 +196,32 @@ def test_a_signalled_partition_leaves_no_staging_directory(tmp_path):
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
 
 
+def test_a_staging_directory_left_by_sigkill_is_removed_by_the_next_partition(tmp_path):
+    """SIGKILL runs no handler, so the staging directory stays; the next partition into the same place removes
+    it (its writer is gone) and says so, and leaves only the finished partition."""
+    out = tmp_path / "part"
+    args = ["partition", "synthetic:rmat,scale=16,edge_factor=8,features=16,classes=4,seed=1", "--parts", "32",
+            "--model", "random", "--out", str(out), "--quiet"]
+    job = _start(args, ranks=1)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".part.*/.distgcn-staging")):  # the staging directory has its owner
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, "no staging directory within 120 s"
+            time.sleep(0.01)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(timeout=30)
+    finally:
+        _kill_group(job)
+    left = list(tmp_path.iterdir())
+    assert len(left) == 1 and left[0].name.startswith(".part."), left
+
+    again = distgcn_in_process(args)
+    assert again.returncode == 0, again.stderr
+    assert f"removed {left[0]}: a staging directory left by an interrupted run" in again.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["part"]
+
+
 def test_stats_into_a_closed_pipe_ends_quietly(tmp_path):
     """`distgcn stats DIR | head -1`: the reader is gone before the table is written."""
     part = tmp_path / "part"
