@@ -23,7 +23,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     "$py" -c "import torch, numba, scipy, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda,
 'numba', numba.__version__, 'scipy', scipy.__version__, 'numpy', numpy.__version__); print('nccl', torch.cuda.nccl.version())"
-    "$py" -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])" 2>&1 | tail -1
+    "$py" -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])" 2>&1 | tr -d "\\000" | tail -1
     echo "cores $(nproc)"
 } > "$out/env.txt" 2>&1
 

@@ -21,7 +21,12 @@ counters are combined the same way, through multiples of :data:`GOLDEN`.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
+
+Int64Array = TypeVar("Int64Array")
+"""A numpy int64 array or a torch int64 tensor (torch is not imported here: partitioning does not need it)."""
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 """floor(2**64 / φ), odd: SplitMix64's increment, which spreads consecutive counters and keys apart."""
@@ -57,7 +62,7 @@ def as_int64(value: int) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
-def mix64_int64_inplace(x):
+def mix64_int64_inplace(x: Int64Array) -> Int64Array:
     """:func:`mix64` in place on a signed int64 array or tensor, read as uint64.
 
     For libraries without uint64 arithmetic on every device (torch on a GPU):

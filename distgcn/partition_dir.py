@@ -244,9 +244,13 @@ def remove_abandoned_staging(out: Path) -> list[Path]:
             continue
         if pid <= 0 or host != socket.gethostname() or _process_exists(pid):
             continue
-        shutil.rmtree(candidate, ignore_errors=True)
-        print(f"distgcn: removed {candidate}: a staging directory left by an interrupted run "
-              f"(process {pid} on this host has ended)", file=sys.stderr, flush=True)
+        why = f"a staging directory left by an interrupted run (process {pid} on this host has ended)"
+        try:
+            shutil.rmtree(candidate)
+        except OSError as exc:
+            print(f"distgcn: could not remove {candidate}, {why}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            continue
+        print(f"distgcn: removed {candidate}: {why}", file=sys.stderr, flush=True)
         removed.append(candidate)
     return removed
 
