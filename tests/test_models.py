@@ -179,15 +179,27 @@ def test_gat_cora_accuracy_reaches_81_percent(tmp_path, ranks):
 
 
 def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit():
-    """The int64 torch form (what a GPU rank computes) against the numpy mask, ids past 2**63 included."""
+    """The int64 torch form (what a GPU rank computes) and the numpy mask, against the definition in Python ints:
+    edge e = mix64(dst · GOLDEN + key) + src, head k kept iff lane k mod 4 of mix64(e · ceil(K/4) + key · GOLDEN
+    + k div 4) is at least round(p · 65536); ids past 2**63 included."""
+    from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
+
     from distgcn.gat import attention_key, edge_keep_mask, scaled_edge_mask_torch
 
     rng = np.random.default_rng(7)
-    dst = np.concatenate([rng.integers(0, 2**40, 300), [0, 2**63 - 1]]).astype(np.uint64)
-    src = np.concatenate([rng.integers(0, 2**40, 300), [2**63 - 1, 5]]).astype(np.uint64)
+    dst = [*rng.integers(0, 2**40, 40).tolist(), 0, 2**63 - 1]
+    src = [*rng.integers(0, 2**40, 40).tolist(), 2**63 - 1, 5]
+    key = attention_key(SEED, 2, 1)
+
+    def kept(d: int, s: int, head: int, heads: int, p: float) -> bool:
+        edge = (oracle_mix64((d * PHI_INCREMENT + key) & MASK) + s) & MASK
+        counter = (edge * ((heads + 3) // 4) + key * PHI_INCREMENT + head // 4) & MASK
+        return (oracle_mix64(counter) >> (16 * (head % 4))) & 0xFFFF >= round(p * 65536)
+
     for heads, p in ((1, 0.5), (3, 0.2), (8, 0.9)):
-        key = attention_key(SEED, 2, 1)
-        want = edge_keep_mask(dst, src, heads, p, key) / (1.0 - p)
-        got = scaled_edge_mask_torch(torch.from_numpy(dst.astype(np.int64)), torch.from_numpy(src.astype(np.int64)),
+        want = np.array([[kept(d, s, k, heads, p) for k in range(heads)] for d, s in zip(dst, src)]) / (1.0 - p)
+        np.testing.assert_array_equal(edge_keep_mask(np.array(dst, dtype=np.uint64), np.array(src, dtype=np.uint64),
+                                                     heads, p, key) / (1.0 - p), want)
+        got = scaled_edge_mask_torch(torch.tensor(dst, dtype=torch.int64), torch.tensor(src, dtype=torch.int64),
                                      heads, p, key, torch.float64)
         np.testing.assert_array_equal(got.numpy(), want)
