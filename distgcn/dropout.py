@@ -78,8 +78,12 @@ def _scaled_mask(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> to
     if x.device.type != "cpu":
         rows = torch.as_tensor(row_ids, dtype=torch.int64, device=x.device)
         return scaled_keep_mask_torch(rows, x.shape[1], p, key, x.dtype)
-    keep = torch.from_numpy(keyed_keep_mask(row_ids, x.shape[1], p, key))
-    return keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    return scaled(keyed_keep_mask(row_ids, x.shape[1], p, key), x.dtype, p)
+
+
+def scaled(keep: np.ndarray, dtype: torch.dtype, p: float) -> torch.Tensor:
+    """A boolean keep mask as the factors of inverted dropout: 1/(1 - p) where kept, 0 elsewhere, in ``dtype``."""
+    return torch.from_numpy(keep).to(dtype).mul_(1.0 / (1.0 - p))
 
 
 def scaled_keep_mask_torch(row_ids: torch.Tensor, width: int, p: float, key: int, dtype: torch.dtype) -> torch.Tensor:

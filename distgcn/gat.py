@@ -25,7 +25,7 @@ from torch import nn
 
 from .config import attention_heads
 from .dense import matmul
-from .dropout import dropout_key, keyed_dropout, keyed_keep_mask, scaled_keep_mask_torch
+from .dropout import dropout_key, keyed_dropout, keyed_keep_mask, scaled, scaled_keep_mask_torch
 from .hashing import GOLDEN, as_int64, derive_key, mix64, mix64_int64_inplace
 from .model import LayerStack, glorot_matrices
 from .sparse_input import SparseRows
@@ -56,8 +56,7 @@ def scaled_edge_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: fl
                      like: torch.Tensor) -> torch.Tensor:
     """:func:`edge_keep_mask` · 1/(1 - p) in ``like``'s dtype on its device; a GPU hashes it there (int64 form)."""
     if like.device.type == "cpu":
-        keep = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, key))
-        return keep.to(like.dtype).mul_(1.0 / (1.0 - p))
+        return scaled(edge_keep_mask(dst_ids, src_ids, heads, p, key), like.dtype, p)
     return scaled_edge_mask_torch(torch.as_tensor(dst_ids, dtype=torch.int64, device=like.device),
                                   torch.as_tensor(src_ids, dtype=torch.int64, device=like.device),
                                   heads, p, key, like.dtype)

@@ -32,6 +32,9 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 """floor(2**64 / φ), odd: SplitMix64's increment, which spreads consecutive counters and keys apart."""
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+_ROUNDS = ((30, _M1), (27, _M2))
+"""mix64's xor-shift-multiply rounds; a last xor-shift by :data:`_FINAL_SHIFT` follows them."""
+_FINAL_SHIFT = 31
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -48,11 +51,11 @@ def mix64_inplace(x: np.ndarray) -> np.ndarray:
     For the largest hashed arrays (a dropout mask of every owned row, each epoch).
     """
     scratch = np.empty_like(x)
-    for shift, multiplier in ((30, _M1), (27, _M2)):
+    for shift, multiplier in _ROUNDS:
         np.right_shift(x, np.uint64(shift), out=scratch)
         np.bitwise_xor(x, scratch, out=x)
         np.multiply(x, multiplier, out=x)
-    np.right_shift(x, np.uint64(31), out=scratch)
+    np.right_shift(x, np.uint64(_FINAL_SHIFT), out=scratch)
     return np.bitwise_xor(x, scratch, out=x)
 
 
@@ -69,10 +72,10 @@ def mix64_int64_inplace(x: Int64Array) -> Int64Array:
     int64 products wrap as uint64's do, and each right shift is made logical
     by masking off the copied sign bits. Returns ``x``.
     """
-    for shift, multiplier in ((30, _M1), (27, _M2), (31, None)):
+    for shift, multiplier in _ROUNDS:
         x ^= (x >> shift) & ((1 << (64 - shift)) - 1)
-        if multiplier is not None:
-            x *= as_int64(int(multiplier))
+        x *= as_int64(int(multiplier))
+    x ^= (x >> _FINAL_SHIFT) & ((1 << (64 - _FINAL_SHIFT)) - 1)
     return x
 
 

@@ -224,15 +224,14 @@ def make_staging(out: Path) -> Path:
     return staging
 
 
-def remove_abandoned_staging(out: Path) -> list[Path]:
-    """Delete the staging directories of ``out`` whose writer is gone; return them.
+def remove_abandoned_staging(out: Path) -> None:
+    """Delete the staging directories of ``out`` whose writer is gone, saying so on stderr.
 
     Only a directory named as :func:`make_staging` names them, holding its
     owner file, written on this host by a process that no longer exists (a
     SIGKILL, a node's OOM killer) is removed. Anything else, a staging
     directory of another host or of a live run included, is left alone.
     """
-    removed = []
     for candidate in sorted(out.parent.glob(f".{glob.escape(out.name)}.*")):
         owner_file = candidate / STAGING_OWNER
         if candidate.is_symlink() or not candidate.is_dir() or not owner_file.is_file():
@@ -251,8 +250,6 @@ def remove_abandoned_staging(out: Path) -> list[Path]:
             print(f"distgcn: could not remove {candidate}, {why}: {exc.strerror or exc}", file=sys.stderr, flush=True)
             continue
         print(f"distgcn: removed {candidate}: {why}", file=sys.stderr, flush=True)
-        removed.append(candidate)
-    return removed
 
 
 def _process_exists(pid: int) -> bool:
@@ -262,7 +259,7 @@ def _process_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
