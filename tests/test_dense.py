@@ -43,3 +43,22 @@ def test_weight_gradient_of_a_slice_of_rows() -> None:
     g = torch.randn(30, 2, dtype=torch.float64)
     part = dense.weight_gradient(x[5:15], g[5:15])
     np.testing.assert_allclose(part.numpy(), x.numpy()[5:15].T @ g.numpy()[5:15], rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [2 * dense.GRADIENT_SLICE_ROWS, 3 * dense.GRADIENT_SLICE_ROWS + 37])
+def test_weight_gradient_over_slices_of_rows_is_the_product_on_any_number_of_threads(rows: int) -> None:
+    """From two slices of rows on, the CPU sums Xᵀ·G slice by slice (the rows left over too): the product still,
+    and the same bits on one thread and two, since the slices depend on the rows only."""
+    gen = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 6, generator=gen, dtype=torch.float64)
+    g = torch.randn(rows, 3, generator=gen, dtype=torch.float64)
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append(dense.weight_gradient(x, g).contiguous())
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(results[0].numpy(), x.numpy().T @ g.numpy(), rtol=1e-12, atol=1e-9)
+    assert torch.equal(results[0], results[1])
