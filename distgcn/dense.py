@@ -29,25 +29,35 @@ def times_weight(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None
 
 
 GRADIENT_SLICE_ROWS = 8192
-"""Rows per slice of a weight gradient on the CPU: Xᵀ·G is summed over slices of this many rows, one batched
+"""Rows per slice of a weight gradient on the CPU (at least): Xᵀ·G is summed over slices of rows, one batched
 product (``torch.bmm``) of all slices and a sum over them. One product over all rows sums over 10^4-10^7 rows,
 which MKL splits poorly over threads; the batched form runs its slices side by side. 82,168 rows (Slashdot), 64
 columns each side, float32: one product 10.3 ms on one thread and 6.5 ms on two, sliced 10.3 and 5.3 ms; 8 columns
 of G: 2.6 and 2.3 ms against 2.6 and 0.9 ms; 2^20 rows: 130 and 82 ms against 130 and 66 ms (2048-32768 rows per
-slice within 5 % of each other; docs/performance.md). The slices depend on the row count only, so the bits do not
-depend on the number of threads."""
+slice within 5 % of each other; docs/performance.md)."""
+GRADIENT_PARTIALS_BYTES = 16 << 20
+"""The most the slices' partial products may take together: wide layers get fewer, longer slices."""
+
+
+def gradient_slices(rows: int, x_width: int, grad_width: int, item_size: int) -> tuple[int, int]:
+    """(slices, rows per slice) of a sliced weight gradient: slices of GRADIENT_SLICE_ROWS rows or more, whose
+    partials fit in GRADIENT_PARTIALS_BYTES. They depend on the shapes only, so the bits do not depend on the number
+    of threads."""
+    most = max(1, GRADIENT_PARTIALS_BYTES // max(1, x_width * grad_width * item_size))
+    per_slice = max(GRADIENT_SLICE_ROWS, -(-rows // most))
+    return rows // per_slice, per_slice
 
 
 def weight_gradient(x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     """xᵀ @ grad, the gradient of the weight in x @ weight, computed as (gradᵀ @ x)ᵀ, on the CPU summed over slices
-    of GRADIENT_SLICE_ROWS rows; a [width_x, width_grad] view of a column-major result."""
-    slices = x.shape[0] // GRADIENT_SLICE_ROWS
+    of rows (:func:`gradient_slices`); a [width_x, width_grad] view of a column-major result."""
+    slices, per_slice = gradient_slices(x.shape[0], x.shape[1], grad.shape[1], x.element_size())
     if slices < 2 or x.device.type != "cpu" or not (x.is_contiguous() and grad.is_contiguous()):
         return torch.mm(grad.t(), x).t()
-    rows = slices * GRADIENT_SLICE_ROWS
-    per_slice = torch.bmm(grad[:rows].view(slices, GRADIENT_SLICE_ROWS, grad.shape[1]).transpose(1, 2),
-                          x[:rows].view(slices, GRADIENT_SLICE_ROWS, x.shape[1]))
-    total = per_slice.sum(dim=0)
+    rows = slices * per_slice
+    per_slice_products = torch.bmm(grad[:rows].view(slices, per_slice, grad.shape[1]).transpose(1, 2),
+                                   x[:rows].view(slices, per_slice, x.shape[1]))
+    total = per_slice_products.sum(dim=0)
     if rows < x.shape[0]:  # the last rows, fewer than a slice
         total.add_(torch.mm(grad[rows:].t(), x[rows:]))
     return total.t()

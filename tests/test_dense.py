@@ -62,3 +62,11 @@ def test_weight_gradient_over_slices_of_rows_is_the_product_on_any_number_of_thr
         torch.set_num_threads(before)
     np.testing.assert_allclose(results[0].numpy(), x.numpy().T @ g.numpy(), rtol=1e-12, atol=1e-9)
     assert torch.equal(results[0], results[1])
+
+
+def test_gradient_slices_are_long_enough_and_their_partials_small() -> None:
+    assert dense.gradient_slices(82168, 64, 64, 4) == (10, dense.GRADIENT_SLICE_ROWS)
+    assert dense.gradient_slices(dense.GRADIENT_SLICE_ROWS * 2 - 1, 64, 8, 4)[0] == 1  # one slice: one product
+    slices, per_slice = dense.gradient_slices(2_000_000, 512, 512, 4)  # 1 MiB a partial
+    assert slices * 512 * 512 * 4 <= dense.GRADIENT_PARTIALS_BYTES and slices * per_slice <= 2_000_000
+    assert per_slice * (slices + 1) > 2_000_000  # fewer rows left over than a slice
