@@ -29,7 +29,7 @@ def times_weight(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None
 
 
 GRADIENT_SLICE_ROWS = 8192
-"""Rows per slice of a weight gradient on the CPU (at least): Xᵀ·G is summed over slices of rows, one batched
+"""The fewest rows in a slice of a weight gradient on the CPU: Xᵀ·G is summed over slices of rows, one batched
 product (``torch.bmm``) of all slices and a sum over them. One product over all rows sums over 10^4-10^7 rows,
 which MKL splits poorly over threads; the batched form runs its slices side by side. 82,168 rows (Slashdot), 64
 columns each side, float32: one product 10.3 ms on one thread and 6.5 ms on two, sliced 10.3 and 5.3 ms; 8 columns

@@ -50,7 +50,7 @@ def masked_scale(x, row_ids, base, threshold, scale, out):
 
 ROWS_PER_BLOCK = 512
 """Rows a thread of :func:`dropped_product` takes at a time, with one set of scratch rows: scratch made per row cost
-1.3x the whole pass (Slashdot, 64 -> 8 columns, 4.7 against 3.6 ms on one thread; docs/performance.md)."""
+1.2-1.3x the whole pass (Slashdot, 64 -> 8 columns, 4.7 against 3.6-3.8 ms on one thread; docs/performance.md)."""
 
 
 @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
