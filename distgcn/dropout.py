@@ -55,7 +55,7 @@ def _compiled_path(x: torch.Tensor) -> bool:
     return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.dim() == 2
 
 
-def _dropped(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+def _dropped(x: torch.Tensor, row_ids: np.ndarray | torch.Tensor, p: float, key: int) -> torch.Tensor:
     """x · mask as a new tensor outside autograd (the compiled pass, or the mask path elsewhere)."""
     if _compiled_path(x):
         out = activation_buffers.empty_like(x)
@@ -64,7 +64,7 @@ def _dropped(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.
     return x.detach() * _scaled_mask(x, row_ids, p, key)
 
 
-def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray | torch.Tensor, p: float, key: int) -> torch.Tensor:
     """x · mask into x itself, for a tensor that nothing else refers to (no second copy of it)."""
     if _compiled_path(x) and x.is_contiguous():
         array = x.detach().numpy()
@@ -73,7 +73,7 @@ def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> 
     return x.mul_(_scaled_mask(x, row_ids, p, key))
 
 
-def _scaled_mask(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+def _scaled_mask(x: torch.Tensor, row_ids: np.ndarray | torch.Tensor, p: float, key: int) -> torch.Tensor:
     """keyed_keep_mask · 1/(1 - p) in x's dtype, on x's device (hashed there: a GPU gets no mask from the host)."""
     if x.device.type != "cpu":
         rows = torch.as_tensor(row_ids, dtype=torch.int64, device=x.device)
@@ -134,13 +134,23 @@ def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> t
 
 
 CHUNK_BYTES = 1 << 24
-"""How much of x :func:`keyed_dropout_matmul` drops at a time: 16 MiB slices, never a dropped copy of all x."""
+"""How much of x :func:`keyed_dropout_matmul` drops at a time on the CPU: 16 MiB slices, never a dropped copy of
+all x."""
+
+DEVICE_CHUNK_BYTES = 1 << 26
+"""The same on a GPU, where each slice's mask costs some 30 kernel launches (benchmarks/gpu_dropout_chunks.py)."""
 
 
 def _row_chunks(x: torch.Tensor) -> list[slice]:
-    """Consecutive row slices of x of about CHUNK_BYTES each."""
-    step = max(1, CHUNK_BYTES // max(1, x.shape[1] * x.element_size()))
+    """Consecutive row slices of x of about CHUNK_BYTES (DEVICE_CHUNK_BYTES on a GPU) each."""
+    chunk_bytes = CHUNK_BYTES if x.device.type == "cpu" else DEVICE_CHUNK_BYTES
+    step = max(1, chunk_bytes // max(1, x.shape[1] * x.element_size()))
     return [slice(start, start + step) for start in range(0, x.shape[0], step)]
+
+
+def _ids_beside(row_ids: np.ndarray, x: torch.Tensor) -> np.ndarray | torch.Tensor:
+    """``row_ids`` where x's masks are hashed: on a GPU copied there once per call, not once per slice."""
+    return row_ids if x.device.type == "cpu" else torch.as_tensor(row_ids, dtype=torch.int64, device=x.device)
 
 
 def _one_pass(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -171,8 +181,9 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
             dropout_kernel.dropped_product(x.detach().contiguous().numpy(), row_ids, p, key,
                                            weight.detach().numpy(), out.numpy())
             return out
+        ids = _ids_beside(row_ids, x)
         for rows in _row_chunks(x):
-            times_weight(_dropped(x[rows], row_ids[rows], p, key), weight, out=out[rows])
+            times_weight(_dropped(x[rows], ids[rows], p, key), weight, out=out[rows])
         return out
 
     @staticmethod
@@ -186,6 +197,7 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
                 weight.detach().numpy(), ctx.needs_input_grad[0], None if grad_x is None else grad_x.numpy())
             return grad_x, torch.from_numpy(grad_weight), None, None, None
         grad_x = grad_weight = None
+        row_ids = _ids_beside(row_ids, x)
         if ctx.needs_input_grad[1]:
             for rows in _row_chunks(x):  # one product per slice, so that one slice gives the bits of one product
                 part = weight_gradient(_dropped(x[rows], row_ids[rows], *ctx.mask), grad[rows])

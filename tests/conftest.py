@@ -168,6 +168,14 @@ def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
     return Finished(code, out.getvalue(), err.getvalue())
 
 
+def devices() -> list:
+    """'cpu', and 'cuda' where a CUDA device is visible (skipped elsewhere, saying why): for what GPU ranks compute."""
+    import torch
+
+    no_gpu = "no CUDA device visible (torch.cuda.is_available() is False)"
+    return ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=no_gpu))]
+
+
 # ---- test tiers ----------------------------------------------------------------------------------
 TIERS = ("unit", "mpi", "cluster")
 TESTS = Path(__file__).resolve().parent

@@ -14,6 +14,7 @@ from distgcn import dropout, dropout_kernel
 from distgcn.dropout import (dropout_key, keyed_dropout, keyed_dropout_matmul, keyed_keep_mask, keyed_keep_values,
                              scaled_keep_mask_torch)
 from distgcn.hashing import uniforms
+from conftest import devices
 from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
 
 
@@ -77,7 +78,8 @@ def test_compiled_pass_gives_the_numpy_mask_times_x_bitwise(dtype, width: int) -
         np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
 
 
-def test_mask_is_the_documented_hash_of_row_and_column():
+@pytest.mark.parametrize("device", devices())
+def test_mask_is_the_documented_hash_of_row_and_column(device: str):
     """Each mask entry from its definition (distgcn/dropout_kernel.py's docstring), in Python ints: entry (r, j) of a
     width-w mask is lane j mod 4 (16 bits, low lane first) of mix64(r · ceil(w/4) + key · GOLDEN + j div 4) mod 2**64,
     kept iff the lane is at least round(p · 65536). Checked for the dense mask, the entries of a sparse input, the
@@ -97,8 +99,8 @@ def test_mask_is_the_documented_hash_of_row_and_column():
             rows, cols = np.nonzero(np.ones_like(want))
             got = keyed_keep_values(np.array(ids)[rows], cols, width, p, key)
             np.testing.assert_array_equal(got, want[rows, cols])
-            on_torch = scaled_keep_mask_torch(torch.tensor(ids), width, p, key, torch.float64)  # a GPU's mask
-            np.testing.assert_array_equal(on_torch.numpy(), want / (1.0 - p))
+            on_torch = scaled_keep_mask_torch(torch.tensor(ids, device=device), width, p, key, torch.float64)  # a GPU's
+            np.testing.assert_array_equal(on_torch.cpu().numpy(), want / (1.0 - p))
         assert keyed_keep_mask(np.array(ids), width, int(lanes[-1, -1]) / 65536, key)[-1, -1]
 
 

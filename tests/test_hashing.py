@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
+import pytest
 import torch
+from conftest import devices
 
 from distgcn.hashing import GOLDEN, as_int64, derive_key, mix64, mix64_inplace, mix64_int64_inplace, uniforms
 
@@ -39,14 +40,15 @@ def test_mix64_and_its_inplace_form_match_the_oracle():
     assert [int(v) for v in mix64(x.reshape(2, -1)).reshape(-1)] == [oracle_mix64(v) for v in expected]
 
 
-def test_the_int64_form_matches_the_oracle_on_numpy_and_torch():
+@pytest.mark.parametrize("device", devices())
+def test_the_int64_form_matches_the_oracle_on_numpy_and_torch(device: str):
     """Signed int64 arithmetic (torch has no uint64 on a GPU): the same bits, read as uint64."""
     values = [0, 1, 2, 0xFFFFFFFFFFFFFFFF, 1 << 63, (1 << 63) - 1, 12345678901234567890,
               *np.random.default_rng(5).integers(0, 2**64, 50, dtype=np.uint64).tolist()]
     expected = [oracle_mix64(v) for v in values]
     assert [as_int64(v) for v in (0, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 1 << 64)] == [0, 2**63 - 1, -2**63, -1, 0]
     for x in (np.array([as_int64(v) for v in values], dtype=np.int64),
-              torch.tensor([as_int64(v) for v in values], dtype=torch.int64)):
+              torch.tensor([as_int64(v) for v in values], dtype=torch.int64, device=device)):
         with np.errstate(over="ignore"):
             assert mix64_int64_inplace(x) is x
         assert [int(v) & MASK for v in x.tolist()] == expected

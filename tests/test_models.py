@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import dataset, distgcn_in_process, run_distgcn_in_process
+from conftest import dataset, devices, distgcn_in_process, run_distgcn_in_process
 from reference_models import reference_gat, reference_sage
 from test_training import brute_volume, cora_accuracies, directed_graph  # noqa: F401 - the fixture, shared
 
@@ -178,7 +178,8 @@ def test_gat_cora_accuracy_reaches_81_percent(tmp_path, ranks):
     assert np.mean(accuracies) >= 0.81, accuracies
 
 
-def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit():
+@pytest.mark.parametrize("device", devices())
+def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit(device: str):
     """The int64 torch form (what a GPU rank computes) and the numpy mask, against the definition in Python ints:
     edge e = mix64(dst · GOLDEN + key) + src, head k kept iff lane k mod 4 of mix64(e · ceil(K/4) + key · GOLDEN
     + k div 4) is at least round(p · 65536); ids past 2**63 included."""
@@ -200,6 +201,6 @@ def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit():
         want = np.array([[kept(d, s, k, heads, p) for k in range(heads)] for d, s in zip(dst, src)]) / (1.0 - p)
         np.testing.assert_array_equal(edge_keep_mask(np.array(dst, dtype=np.uint64), np.array(src, dtype=np.uint64),
                                                      heads, p, key) / (1.0 - p), want)
-        got = scaled_edge_mask_torch(torch.tensor(dst, dtype=torch.int64), torch.tensor(src, dtype=torch.int64),
-                                     heads, p, key, torch.float64)
-        np.testing.assert_array_equal(got.numpy(), want)
+        got = scaled_edge_mask_torch(torch.tensor(dst, dtype=torch.int64, device=device),
+                                     torch.tensor(src, dtype=torch.int64, device=device), heads, p, key, torch.float64)
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
