@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .data import load_graph
+from .data.synthetic import declares_training_data
 from .errors import InputError
 from .graph import Graph, normalized_adjacency
 
@@ -33,6 +34,9 @@ def normalize_rows(features: np.ndarray) -> np.ndarray:
 
 def prepare_graph(options: GraphOptions) -> tuple[Graph, sp.csr_matrix]:
     """Load the graph for training and return it with Â = D^-1/2 (A+I) D^-1/2."""
+    if options.spec.startswith("synthetic:") and not declares_training_data(options.spec, options.features,
+                                                                           options.classes):
+        raise _no_training_data(options.spec)  # before generating it
     graph = load_graph(
         options.spec,
         symmetrize=options.symmetrize,
@@ -50,16 +54,18 @@ def prepare_loaded_graph(graph: Graph, source: str, feature_norm: str = "row") -
     get exactly the preparation the command line gives a file.
     """
     if not graph.has_training_data:
-        raise InputError(
-            f"graph {source!r} has no features or labels: pass --features F --classes C "
-            "to train on random ones, as the paper does for unlabelled graphs"
-        )
+        raise _no_training_data(source)
     check_training_data(graph, source)
     if feature_norm == "row":
         graph.features = normalize_rows(graph.features)
     elif feature_norm != "none":
         raise InputError(f"--feature-norm: expected row or none, got {feature_norm!r}")
     return graph, normalized_adjacency(graph.adj)
+
+
+def _no_training_data(source: str) -> InputError:
+    return InputError(f"graph {source!r} has no features or labels: pass --features F --classes C "
+                      "to train on random ones, as the paper does for unlabelled graphs")
 
 
 def check_training_data(graph: Graph, source: str) -> None:

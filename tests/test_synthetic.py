@@ -169,3 +169,24 @@ def test_parse_spec_defaults():
 def test_sbm_labelled_graph_rejects_classes_conflict():
     with pytest.raises(InputError, match="classes=4 conflicts"):
         load_graph("synthetic:sbm,n=100,classes=4", classes=3)
+
+
+@pytest.mark.parametrize("spec, features, classes, declared", [
+    ("synthetic:rmat,scale=30", None, None, False),
+    ("synthetic:rmat,scale=30,features=4", None, None, False),
+    ("synthetic:rmat,scale=30", 4, None, False),
+    ("synthetic:rmat,scale=30,features=4,classes=2", None, None, True),
+    ("synthetic:rmat,scale=30", 4, 2, True),
+    ("synthetic:sbm,n=100", None, None, True),
+])
+def test_an_unlabelled_rmat_is_refused_before_it_is_generated(monkeypatch, spec, features, classes, declared):
+    """prepare_graph (partition, train --graph) says the graph needs --features/--classes without generating it
+    (2^30 vertices here: generating would take hours and more memory than a machine has)."""
+    from distgcn.data import synthetic
+    from distgcn.prepare import GraphOptions, prepare_graph
+
+    assert synthetic.declares_training_data(spec, features, classes) is declared
+    if not declared:
+        monkeypatch.setattr(synthetic, "rmat", lambda **_: pytest.fail("generated the graph before refusing it"))
+        with pytest.raises(InputError, match="has no features or labels: pass --features F --classes C"):
+            prepare_graph(GraphOptions(spec=spec, features=features, classes=classes))
