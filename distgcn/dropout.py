@@ -209,6 +209,52 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         return grad_x, grad_weight, None, None, None
 
 
+class _ReLUKeyedDropoutMatmul(torch.autograd.Function):
+    """relu(x) in place, then dropout(relu(x)) @ w, as :class:`_KeyedDropoutMatmul`'s one compiled pass each way.
+
+    The ReLU of the layer before, folded into the output layer's narrow product:
+    one pass over x less each way, and no [rows, width] gradient of ReLU's own
+    (the kernel's grad_x is zero where relu(x) <= 0, as threshold_backward's).
+    Returns (the product, relu(x)): x is changed in place, so autograd must hand
+    it on as an output.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray,  # type: ignore[override]
+                p: float, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.mark_dirty(x)
+        ctx.set_materialize_grads(False)  # relu(x) is rarely read again: no zero gradient made for it
+        ctx.mask = (p, key)
+        ctx.row_ids = row_ids
+        out = activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device)
+        dropout_kernel.dropped_product(x.detach().numpy(), row_ids, p, key, weight.detach().numpy(), out.numpy(),
+                                       relu=True)
+        ctx.save_for_backward(x, weight)
+        return out, x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, grad_relu: torch.Tensor | None):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        grad_x = activation_buffers.empty_like(x) if ctx.needs_input_grad[0] else None
+        _, grad_weight = dropout_kernel.dropped_product_backward(
+            x.detach().numpy(), grad.contiguous().numpy(), ctx.row_ids, *ctx.mask, weight.detach().numpy(),
+            grad_x is not None, None if grad_x is None else grad_x.numpy(), relu=True)
+        if grad_x is not None and grad_relu is not None:  # relu(x) was also read elsewhere
+            grad_x.add_(torch.ops.aten.threshold_backward(grad_relu, x, 0))
+        return grad_x, torch.from_numpy(grad_weight), None, None, None
+
+
+def relu_fuses(x: torch.Tensor, weight: torch.Tensor, p: float) -> bool:
+    """Whether :func:`relu_keyed_dropout_matmul` takes x (its one-pass kernels write relu(x) into x itself)."""
+    return p > 0.0 and x.is_contiguous() and _one_pass(x, weight)
+
+
+def relu_keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
+                              key: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keyed_dropout(relu(x), ...) @ weight, relu(x)), x made relu(x) in place; only where :func:`relu_fuses`."""
+    return _ReLUKeyedDropoutMatmul.apply(x, weight, row_ids, p, key)
+
+
 def keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
                          key: int) -> torch.Tensor:
     """keyed_dropout(x, ...) @ weight, without storing the dropped x for the backward pass (p = 0: x @ weight, by

@@ -61,22 +61,24 @@ def masked_scale(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, out: np
 
 
 def dropped_product(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, weight: np.ndarray,
-                    out: np.ndarray) -> np.ndarray:
+                    out: np.ndarray, relu: bool = False) -> np.ndarray:
     """out = (x · mask) @ weight, the mask of :func:`masked_scale`, in one pass over x (no dropped copy).
 
-    ``x`` [rows, in] and ``weight`` [in, out] C-contiguous, one dtype; ``out`` [rows, out].
+    ``x`` [rows, in] and ``weight`` [in, out] C-contiguous, one dtype; ``out`` [rows, out]. ``relu``: first
+    x = relu(x), in place (the ReLU of the layer before, folded into this pass).
     """
     follow_torch_threads()
-    _loops().dropped_product(x, *_mask_arguments(x, row_ids, p, key), np.ascontiguousarray(weight.T), out)
+    _loops().dropped_product(x, *_mask_arguments(x, row_ids, p, key), np.ascontiguousarray(weight.T), out, relu)
     return out
 
 
 def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarray, p: float, key: int,
-                             weight: np.ndarray, want_grad_x: bool,
-                             grad_x_out: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray]:
+                             weight: np.ndarray, want_grad_x: bool, grad_x_out: np.ndarray | None = None,
+                             relu: bool = False) -> tuple[np.ndarray | None, np.ndarray]:
     """The gradients of :func:`dropped_product` for ``grad`` = d loss / d out: (grad @ weightᵀ) · mask (None unless
     ``want_grad_x``; written into ``grad_x_out`` if given, C-contiguous like x) and (x · mask)ᵀ @ grad, in one pass
-    over x and grad; the mask is regenerated, not stored."""
+    over x and grad; the mask is regenerated, not stored. ``relu``: x is relu(x') and grad_x is the gradient for
+    x', 0 where x <= 0."""
     rows, width = x.shape
     partials = np.empty((min(PARTIAL_BLOCKS, max(1, rows)), weight.shape[1], width), dtype=x.dtype)
     if not want_grad_x:
@@ -85,7 +87,7 @@ def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarra
         grad_x = np.empty_like(x) if grad_x_out is None else grad_x_out
     follow_torch_threads()
     _loops().dropped_product_backward(x, np.ascontiguousarray(grad), *_mask_arguments(x, row_ids, p, key),
-                                      np.ascontiguousarray(weight.T), grad_x, want_grad_x, partials)
+                                      np.ascontiguousarray(weight.T), grad_x, want_grad_x, partials, relu)
     return (grad_x if want_grad_x else None), np.ascontiguousarray(partials.sum(axis=0).T)
 
 

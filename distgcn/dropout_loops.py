@@ -54,8 +54,9 @@ ROWS_PER_BLOCK = 512
 
 
 @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
-def dropped_product(x, row_ids, base, threshold, scale, weight_t, out):
-    """out = (x · mask) @ weight_tᵀ, one row at a time (weight_t: the weight transposed, [out, in])."""
+def dropped_product(x, row_ids, base, threshold, scale, weight_t, out, relu):
+    """out = (x · mask) @ weight_tᵀ, one row at a time (weight_t: the weight transposed, [out, in]); with ``relu``,
+    x = relu(x) in place first (as torch.relu_: a NaN stays)."""
     rows, width = x.shape
     groups = (width + 3) // 4
     for b in numba.prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):
@@ -63,6 +64,10 @@ def dropped_product(x, row_ids, base, threshold, scale, weight_t, out):
         dropped = np.empty(width, dtype=x.dtype)
         for i in range(b * ROWS_PER_BLOCK, min(rows, (b + 1) * ROWS_PER_BLOCK)):
             fill_lanes(lanes, row_ids[i], groups, base)
+            if relu:
+                for c in range(width):
+                    if x[i, c] < 0:
+                        x[i, c] = 0
             for c in range(width):
                 dropped[c] = x[i, c] * (scale * x.dtype.type(lanes[c] >= threshold))
             for j in range(weight_t.shape[0]):
@@ -73,9 +78,11 @@ def dropped_product(x, row_ids, base, threshold, scale, weight_t, out):
 
 
 @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
-def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t, grad_x, want_grad_x, partials):
+def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t, grad_x, want_grad_x, partials,
+                             relu):
     """grad_x = (grad @ weight_t) · mask (if ``want_grad_x``), and partials[b] = Σ over block b's rows of
-    gradᵀ · (x · mask), the blocks of ``rows / partials.shape[0]`` rows (rounded up) in order."""
+    gradᵀ · (x · mask), the blocks of ``rows / partials.shape[0]`` rows (rounded up) in order. With ``relu`` (x is
+    a ReLU's output), grad_x is also ReLU's backward: 0 where x <= 0, as torch's threshold_backward."""
     rows, width = x.shape
     groups = (width + 3) // 4
     blocks = partials.shape[0]
@@ -97,7 +104,7 @@ def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t,
                     for c in range(width):
                         row_sums[c] += g * weight_t[j, c]
                 for c in range(width):
-                    grad_x[i, c] = row_sums[c] * keep[c]
+                    grad_x[i, c] = 0 if relu and x[i, c] <= 0 else row_sums[c] * keep[c]
             for c in range(width):
                 row_sums[c] = x[i, c] * keep[c]
             for j in range(weight_t.shape[0]):

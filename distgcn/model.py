@@ -12,7 +12,7 @@ from torch import nn
 
 from .config import TrainConfig
 from .dense import affine
-from .dropout import dropout_key, keyed_dropout, keyed_dropout_matmul
+from .dropout import dropout_key, keyed_dropout, keyed_dropout_matmul, relu_fuses, relu_keyed_dropout_matmul
 from .relu import relu_
 from .sparse_input import SparseRows
 
@@ -42,6 +42,15 @@ def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[tor
     return glorot_matrices(list(zip(widths[:-1], widths[1:])), seed, dtype)
 
 
+class PreActivation:
+    """A hidden layer's output before its ReLU, in training, where the next layer's one-pass kernels apply the ReLU
+    (:func:`distgcn.dropout.relu_fuses`). :meth:`LayerStack.layer_outputs` lists its tensor, which holds the
+    ReLU's output once the next layer has run."""
+
+    def __init__(self, values: torch.Tensor):
+        self.values = values
+
+
 class LayerStack(nn.Module):
     """What every model shares: layers applied in order, each one's output kept (embeddings come from here),
     dropout on only in training. A model defines :meth:`layer`."""
@@ -68,7 +77,7 @@ class LayerStack(nn.Module):
         h = x
         for layer in range(len(self.widths) - 1):
             h = self.layer(layer, h, aggregate, row_ids, epoch, self.dropout if self.training else 0.0)
-            outputs.append(h)
+            outputs.append(h.values if isinstance(h, PreActivation) else h)  # ReLU'd in place by the next layer
         return outputs
 
     def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Aggregate | AttentionGraph,
@@ -88,15 +97,25 @@ class GCN(LayerStack):
         self.weights = nn.ParameterList(nn.Parameter(w) for w in glorot_weights(widths, seed, dtype))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
 
-    def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Aggregate, row_ids: np.ndarray, epoch: int,
-              p: float) -> torch.Tensor:
+    def layer(self, layer: int, h: torch.Tensor | SparseRows | PreActivation, aggregate: Aggregate,
+              row_ids: np.ndarray, epoch: int, p: float) -> torch.Tensor | PreActivation:
         key = dropout_key(self.seed, epoch, layer)
         h = self._propagate(layer, h, self.weights[layer], self.biases[layer], aggregate, row_ids, p, key)
+        if layer == len(self.weights) - 1:
+            return h
+        if self._multiplies_first(layer + 1) and relu_fuses(h, self.weights[layer + 1], p):
+            return PreActivation(h)  # the next layer's kernels apply the ReLU, both ways
         # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
-        return h if layer == len(self.weights) - 1 else relu_(h)
+        return relu_(h)
 
-    def _propagate(self, layer: int, h: torch.Tensor | SparseRows, weight: torch.Tensor, bias: torch.Tensor,
-                   aggregate: Aggregate, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
+    def _multiplies_first(self, layer: int) -> bool:
+        """Whether layer ``layer`` multiplies by W before Â: by the narrower side first, so that the SpMM (and its
+        halo rows) carry min(in, out) columns; a cached layer 0 (its input is Â·X already) has no Â."""
+        weight = self.weights[layer]
+        return (layer == 0 and self.first_layer == "cached") or weight.shape[1] < weight.shape[0]
+
+    def _propagate(self, layer: int, h: torch.Tensor | SparseRows | PreActivation, weight: torch.Tensor,
+                   bias: torch.Tensor, aggregate: Aggregate, row_ids: np.ndarray, p: float, key: int) -> torch.Tensor:
         """Â · dropout(H) · W + b in the cheaper order; a cached layer 0 (H = Â·X already) skips Â.
 
         The bias is added by the dense product (:func:`~distgcn.dense.affine`) or in place into the last product's
@@ -106,8 +125,10 @@ class GCN(LayerStack):
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
             h = h.matmul(weight, p, key)
             return (h if local else aggregate(h)).add_(bias)
-        # Multiply by the narrower side first: the SpMM (and its halo rows) then carry min(in, out) columns.
-        if local or weight.shape[1] < weight.shape[0]:
+        if isinstance(h, PreActivation):
+            h, _ = relu_keyed_dropout_matmul(h.values, weight, row_ids, p, key)
+            return aggregate(h).add_(bias)
+        if self._multiplies_first(layer):
             h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
             return (h if local else aggregate(h)).add_(bias)
         return affine(aggregate(keyed_dropout(h, row_ids, p, key)), weight, bias)

@@ -262,3 +262,92 @@ def test_narrow_dropout_product_takes_the_one_pass_loop_and_wide_ones_do_not() -
         with pytest.raises(AssertionError, match="one pass"):
             keyed_dropout_matmul(x, torch.randn(16, 8, dtype=torch.float64), np.arange(20), 0.5, 1)
     assert one_pass.call_count == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("read_again", [False, True])
+def test_relu_folded_into_the_one_pass_product_equals_a_float64_oracle(dtype, read_again: bool) -> None:
+    """relu_keyed_dropout_matmul: x becomes relu(x) in place (a NaN stays, as torch.relu_), the product is
+    (relu(x) · mask) @ w, and the gradients are the chain rule worked by hand in numpy: d x = ((G Wᵀ) · mask) where
+    x > 0, else 0 (NaN rows: threshold_backward passes the gradient, NaN > 0 being false only for <=); d W =
+    (relu(x) · mask)ᵀ G. ``read_again``: relu(x) also feeds a second sum, whose gradient is added where x > 0."""
+    gen = np.random.default_rng(11)
+    rows, width, out, p, key = 300, 12, 5, 0.4, 21
+    x0 = gen.standard_normal((rows, width)).astype(dtype)
+    x0[3, 2] = np.nan
+    w0 = gen.standard_normal((width, out)).astype(dtype)
+    g = gen.standard_normal((rows, out)).astype(dtype)
+    r = gen.standard_normal((rows, width)).astype(dtype)
+    ids = gen.permutation(5 * rows)[:rows]
+    mask = keyed_keep_mask(ids, width, p, key) / (1 - p)
+    relu = np.where(x0 < 0, 0.0, x0.astype(np.float64))
+    want_out = (relu * mask) @ w0.astype(np.float64)
+    positive = ~(x0 <= 0)  # NaN counts as positive: threshold_backward zeroes only where x <= 0
+    want_dx = np.where(positive, (g.astype(np.float64) @ w0.T.astype(np.float64)) * mask, 0.0)
+    if read_again:
+        want_dx += np.where(positive, r, 0.0)
+    want_dw = (relu * mask).T @ g.astype(np.float64)
+
+    pre = torch.from_numpy(x0.copy()).requires_grad_(True)
+    x = pre * 1  # a layer's output: not a leaf, so it may change in place; its gradient is pre's
+    w = torch.from_numpy(w0).requires_grad_(True)
+    assert dropout.relu_fuses(x, w, p) and not dropout.relu_fuses(x, w, 0.0)
+    product, activation = dropout.relu_keyed_dropout_matmul(x, w, ids, p, key)
+    assert activation is x
+    loss = (product * torch.from_numpy(g)).sum()
+    if read_again:
+        loss = loss + (activation * torch.from_numpy(r)).sum()
+    loss.backward()
+    tolerance = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-4}
+    np.testing.assert_array_equal(x.detach().numpy(), relu.astype(dtype))
+    assert np.isnan(want_out[3]).all() and np.isnan(want_dw[2]).all()  # NaN · 0 is NaN: the NaN row spreads
+    np.testing.assert_allclose(product.detach().numpy(), want_out, **tolerance)  # NaN where the oracle has NaN
+    np.testing.assert_allclose(pre.grad.numpy(), want_dx, **tolerance)
+    np.testing.assert_allclose(w.grad.numpy(), want_dw, **tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) -> None:
+    """GCN hands its hidden layer's pre-activation to an output layer of at most NARROW_PRODUCT_WIDTH columns,
+    which applies the ReLU in its kernels both ways; with that turned off (ReLU as its own autograd step) three
+    steps of training give the same losses, logits and weight gradients bit for bit. Also checks the fold is taken
+    (in training with dropout only) and that layer_outputs still lists the ReLU's output."""
+    from distgcn import model as model_module
+
+    gen = torch.Generator().manual_seed(3)
+    n = 60
+    a = torch.rand(n, n, generator=gen, dtype=dtype)
+    a = (a + a.T) / n
+
+    def aggregate(h: torch.Tensor) -> torch.Tensor:
+        return a @ h
+
+    x = torch.randn(n, 10, generator=gen, dtype=dtype)
+    labels = torch.randint(0, 4, (n,), generator=gen)
+    ids = np.arange(100, 100 + n)
+
+    def train(fold: bool) -> list:
+        gcn = model_module.GCN([10, 16, 4], dropout=0.5, seed=9, dtype=dtype)
+        record = []
+        with mock.patch.object(model_module, "relu_fuses", side_effect=lambda *args: fold and dropout.relu_fuses(*args)
+                               ) as asked:
+            for epoch in range(3):
+                gcn.zero_grad()
+                logits = gcn(x, aggregate, ids, epoch)
+                loss = torch.nn.functional.cross_entropy(logits, labels)
+                loss.backward()
+                record += [loss.detach().clone(), logits.detach().clone()] + [w.grad.clone() for w in gcn.weights]
+                with torch.no_grad():
+                    for w in gcn.weights:
+                        w -= 0.5 * w.grad
+            assert asked.call_count == 3
+        gcn.eval()
+        hidden = gcn.layer_outputs(x, aggregate, ids, 3)[0]
+        assert hidden.min() >= 0 and (hidden == 0).any()
+        return record
+
+    for folded, plain in zip(train(True), train(False), strict=True):
+        assert torch.equal(folded, plain)
+    with mock.patch.object(dropout_kernel, "dropped_product", wraps=dropout_kernel.dropped_product) as one_pass:
+        train(True)
+    assert [call.kwargs.get("relu") for call in one_pass.call_args_list] == [True] * 3
