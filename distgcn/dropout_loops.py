@@ -59,22 +59,30 @@ def dropped_product(x, row_ids, base, threshold, scale, weight_t, out, relu):
     x = relu(x) in place first (as torch.relu_: a NaN stays)."""
     rows, width = x.shape
     groups = (width + 3) // 4
+    zero = x.dtype.type(0)
     for b in numba.prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):
         lanes = np.empty(4 * groups, dtype=np.uint16)
         dropped = np.empty(width, dtype=x.dtype)
+        kept = np.empty(width, dtype=x.dtype)
         for i in range(b * ROWS_PER_BLOCK, min(rows, (b + 1) * ROWS_PER_BLOCK)):
             fill_lanes(lanes, row_ids[i], groups, base)
             if relu:
                 for c in range(width):
-                    if x[i, c] < 0:
-                        x[i, c] = 0
-            for c in range(width):
-                dropped[c] = x[i, c] * (scale * x.dtype.type(lanes[c] >= threshold))
+                    v = x[i, c]
+                    v = zero if v < 0 else v
+                    kept[c] = v
+                    dropped[c] = v * (scale * x.dtype.type(lanes[c] >= threshold))
+            else:
+                for c in range(width):
+                    dropped[c] = x[i, c] * (scale * x.dtype.type(lanes[c] >= threshold))
             for j in range(weight_t.shape[0]):
                 total = x.dtype.type(0)
                 for c in range(width):
                     total += dropped[c] * weight_t[j, c]
                 out[i, j] = total
+            if relu:
+                for c in range(width):
+                    x[i, c] = kept[c]
 
 
 @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
@@ -85,6 +93,7 @@ def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t,
     a ReLU's output), grad_x is also ReLU's backward: 0 where x <= 0, as torch's threshold_backward."""
     rows, width = x.shape
     groups = (width + 3) // 4
+    zero = x.dtype.type(0)
     blocks = partials.shape[0]
     per_block = (rows + blocks - 1) // blocks
     for b in numba.prange(blocks):
@@ -103,8 +112,13 @@ def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t,
                     g = grad[i, j]
                     for c in range(width):
                         row_sums[c] += g * weight_t[j, c]
-                for c in range(width):
-                    grad_x[i, c] = 0 if relu and x[i, c] <= 0 else row_sums[c] * keep[c]
+                if relu:  # a loop each way: a condition inside the loop kept it from vectorizing
+                    for c in range(width):
+                        value = row_sums[c] * keep[c]
+                        grad_x[i, c] = zero if x[i, c] <= 0 else value
+                else:
+                    for c in range(width):
+                        grad_x[i, c] = row_sums[c] * keep[c]
             for c in range(width):
                 row_sums[c] = x[i, c] * keep[c]
             for j in range(weight_t.shape[0]):
