@@ -8,8 +8,8 @@ over the int32 arrays in place, what ``auto`` multiplies below ``csr_kernel.MIN_
 scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
 matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
 own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``; ``numba-near``
-and ``numba-far``: the same loop with its far prefetch always off or always on,
-whatever FAR_PREFETCH_MIN_BYTES says), all on
+and ``numba-far``: the same loop with its far prefetch always off or always on;
+``numba`` itself, as in ``train``, times both on its first calls and keeps the faster), all on
 ``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (numpy copy and sum over 512 MiB) and reports each
 kernel's effective bandwidth two ways:
@@ -161,9 +161,8 @@ def main() -> None:
                 a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
                 candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
             if "numba" in kernels:  # distgcn's kernel, writing Y as the owned block's product does
-                bounds: dict = {}
-                candidates["numba"] = lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds,
-                                                                     accumulate=False)
+                candidates["numba"] = partial(csr_kernel.add_product, a.indptr, a.indices, a.data, h, out, {},
+                                              accumulate=False, far_prefetch=csr_kernel.FarPrefetchChoice())
             for far in (False, True):
                 if f"numba-{'far' if far else 'near'}" in kernels:
                     candidates[f"numba-{'far' if far else 'near'}"] = partial(

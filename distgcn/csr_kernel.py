@@ -11,9 +11,10 @@ in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
   registers (a stack array that never escapes, added to in whole vectors:
   :mod:`distgcn.llvm_intrinsics`);
 - the row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
-  for now, which the hardware prefetcher cannot guess; where H is larger than
-  the caches keep close, the row FAR_PREFETCH_AHEAD places on is also asked
-  into L2, so that more rows are on their way than L1 can track;
+  for now, which the hardware prefetcher cannot guess; the row FAR_PREFETCH_AHEAD
+  places on may also be asked into L2, so that more rows are on their way than
+  L1 can track (where that pays depends on the processor: a matrix multiplied
+  every epoch times both ways on its first calls, :class:`FarPrefetchChoice`);
 - a written product (``accumulate=False``) of whole 64-byte rows is stored
   around the caches, so no output line is first read;
 - positions and indices are unsigned, so no index is checked for a negative
@@ -28,6 +29,7 @@ number of threads and whichever loop runs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from functools import cache
 
@@ -54,9 +56,15 @@ L2 only: L1 tracks too few outstanding misses for rows that come from L3 or memo
 with and without it (docs/performance.md, sixth round): Slashdot RCM 64 columns 6.5 -> 4.9 ms; the 10^6 R-MAT
 64 columns 149 -> 79 ms, 16 columns 47 -> 26 ms. 64 places ahead was about as fast, 192 no faster."""
 FAR_PREFETCH_MIN_BYTES = 12 * 2**20
-"""The smallest H (rows x width x item size) the far prefetch is used for. Smaller ones mostly stay in the
-last-level cache, where it cost time: Slashdot RCM, one thread, 16 columns (5 MiB) 1.67 -> 1.85 ms, 32 columns
-(10 MiB) 2.55 -> 2.69 ms; from 48 columns (15 MiB) it gained."""
+"""The smallest H (rows x width x item size) a product without a :class:`FarPrefetchChoice` takes the far prefetch
+for. On the sixth round's host smaller ones mostly stayed in the last-level cache, where it cost time: Slashdot
+RCM, one thread, 16 columns (5 MiB) 1.67 -> 1.85 ms, 32 columns (10 MiB) 2.55 -> 2.69 ms; from 48 columns (15 MiB)
+it gained."""
+FAR_PREFETCH_TRIALS = 3
+"""Timed calls of each variant (after one untimed call of each) before a :class:`FarPrefetchChoice` keeps the
+faster. Whether the far prefetch pays depends on the processor as much as on H: on the twelfth round's Zen 1 host
+(docs/performance.md) it made Slashdot RCM 10-20 % faster at 16 columns with H at 5 MiB, where the size rule
+above leaves it off, and 5-10 % slower at 32 and 64 columns, where it turns it on."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
@@ -197,6 +205,38 @@ def column_blocks(indices: np.ndarray, columns: int, blocks: int) -> np.ndarray:
     return np.concatenate(([0], inner, [columns])).astype(np.int64)
 
 
+class FarPrefetchChoice:
+    """Whether one matrix's products take the far prefetch, learnt by timing both on its first calls.
+
+    A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then FAR_PREFETCH_TRIALS
+    times each in turn, and from then on the one whose fastest call was faster: for each width, accumulate or
+    write, and thread count apart. Both variants give the same bits (the prefetch only asks for rows early), so
+    the choice changes the speed, never the result.
+    """
+
+    def __init__(self) -> None:
+        self._seconds: dict[tuple[int, bool, int], dict[bool, list[float]]] = {}
+        self._chosen: dict[tuple[int, bool, int], bool] = {}
+
+    def decided(self, key: tuple[int, bool, int]) -> bool | None:
+        """The variant kept for ``key`` (width, accumulate, threads), or None while it is still being timed."""
+        return self._chosen.get(key)
+
+    def next_trial(self, key: tuple[int, bool, int]) -> bool:
+        """The variant to time next: the one with fewer calls so far (near first)."""
+        seconds = self._seconds.setdefault(key, {False: [], True: []})
+        return len(seconds[True]) < len(seconds[False])
+
+    def record(self, key: tuple[int, bool, int], far: bool, seconds: float) -> None:
+        """One call's time; after the last trial, keep the faster variant."""
+        samples = self._seconds[key]
+        samples[far].append(seconds)
+        if all(len(calls) > FAR_PREFETCH_TRIALS for calls in samples.values()):
+            near, with_far = (min(samples[variant][1:]) for variant in (False, True))  # the first call: untimed
+            self._chosen[key] = with_far < near
+            del self._seconds[key]
+
+
 def _compiled_width(width: int, itemsize: int) -> int:
     """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
     time) where the sums would not fit STACK_ACCUMULATOR_BYTES."""
@@ -205,12 +245,13 @@ def _compiled_width(width: int, itemsize: int) -> int:
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
                 out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True,
-                far_prefetch: bool | None = None) -> None:
+                far_prefetch: bool | FarPrefetchChoice | None = None) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
     uninitialised and is not read); data/dense/out of one dtype, ``out`` C-contiguous (``dense`` is made so).
 
     ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
-    ``far_prefetch``: the far prefetch on or off; None: on where ``dense`` has FAR_PREFETCH_MIN_BYTES or more.
+    ``far_prefetch``: the far prefetch on or off; a :class:`FarPrefetchChoice` kept with the matrix: whichever
+    its timed first calls found faster; None: on where ``dense`` has FAR_PREFETCH_MIN_BYTES or more.
     """
     if not out.flags.c_contiguous:  # the loop adds and streams whole rows at their addresses
         raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
@@ -223,8 +264,20 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     width = _compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    far = dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch
-    _compiled(width)(indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream, far)
+    product = _compiled(width)
+    arguments = (indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
+    if not isinstance(far_prefetch, FarPrefetchChoice):
+        product(*arguments, dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
+        return
+    key = (dense.shape[1], accumulate, count)
+    far = far_prefetch.decided(key)
+    if far is not None:
+        product(*arguments, far)
+        return
+    far = far_prefetch.next_trial(key)
+    start = time.perf_counter()
+    product(*arguments, far)
+    far_prefetch.record(key, far, time.perf_counter() - start)
 
 
 def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,

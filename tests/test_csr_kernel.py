@@ -339,3 +339,44 @@ def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None
         assert records[0]["run"]["spmm_kernel"] == kernel
         losses[kernel] = [r["loss"] for r in records[1:]]
     np.testing.assert_allclose(losses["numba"], losses["scipy"], rtol=1e-12)
+
+
+def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_faster() -> None:
+    """Each variant runs once untimed (a first call may compile or fault pages in), then FAR_PREFETCH_TRIALS
+    times, in turn; the faster fastest call wins. Here the near loop's untimed call was the fastest of all, so
+    counting it would keep the wrong one."""
+    choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 2)
+    near = [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS
+    far = [0.009, 0.004] + [0.006] * (csr_kernel.FAR_PREFETCH_TRIALS - 1)
+    order = []
+    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
+        assert choice.decided(key) is None
+        variant = choice.next_trial(key)
+        order.append(variant)
+        choice.record(key, variant, (far if variant else near).pop(0))
+    assert order == [False, True] * (csr_kernel.FAR_PREFETCH_TRIALS + 1)
+    assert choice.decided(key) is True
+    assert choice.decided((64, True, 2)) is None  # each width, mode and thread count is timed apart
+    near_wins = csr_kernel.FarPrefetchChoice()
+    times = {False: [0.009] + [0.004] * csr_kernel.FAR_PREFETCH_TRIALS,
+             True: [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS}
+    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
+        variant = near_wins.next_trial(key)
+        near_wins.record(key, variant, times[variant].pop(0))
+    assert near_wins.decided(key) is False
+
+
+@pytest.mark.parametrize("width", [16, 64])
+def test_products_while_the_far_prefetch_is_timed_and_after_give_the_same_bits(width: int) -> None:
+    """The product with a FarPrefetchChoice runs both variants on its first calls, then one: every call's result
+    is the bits of the loop with the far prefetch fixed off."""
+    a = sp.random(600, 500, density=0.03, format="csr", random_state=width, dtype=np.float32)
+    dense = np.random.default_rng(width).standard_normal((500, width)).astype(np.float32)
+    expected = np.empty((600, width), dtype=np.float32)
+    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, expected, accumulate=False, far_prefetch=False)
+    choice, bounds = csr_kernel.FarPrefetchChoice(), {}
+    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1) + 2):
+        out = np.full((600, width), np.nan, dtype=np.float32)
+        csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, bounds, accumulate=False, far_prefetch=choice)
+        np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+    assert choice.decided((width, False, csr_kernel.threads())) in (False, True)
