@@ -237,7 +237,7 @@ class FarPrefetchChoice:
             del self._seconds[key]
 
 
-def _compiled_width(width: int, itemsize: int) -> int:
+def compiled_width(width: int, itemsize: int) -> int:
     """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
     time) where the sums would not fit STACK_ACCUMULATOR_BYTES."""
     return width if width * itemsize <= STACK_ACCUMULATOR_BYTES else 0
@@ -261,7 +261,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     bounds = cache.get(count)
     if bounds is None:
         bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    width = _compiled_width(dense.shape[1], out.itemsize)
+    width = compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
     product = _compiled(width)
@@ -294,7 +294,7 @@ def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndar
     bounds = cache.get(count)
     if bounds is None:  # one block per thread: each block walks every row, so more blocks cost more
         bounds = cache[count] = column_blocks(indices, out.shape[0], count)
-    width = _compiled_width(dense.shape[1], out.itemsize)
+    width = compiled_width(dense.shape[1], out.itemsize)
     _compiled_transpose(width)(indptr, _unsigned(indices), data, dense, out, bounds)
 
 
@@ -312,7 +312,7 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = (), transpose: bool = F
     dense = np.zeros((1, 1), dtype=dtype)
     nothing = (no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
                np.zeros(2, dtype=np.int64))
-    for width in sorted({_compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
+    for width in sorted({compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
         _compiled(width)(*nothing, False, False, False)
         if transpose:
             _compiled_transpose(width)(*nothing)

@@ -21,8 +21,11 @@ gradients from one read of x and the output's gradient.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
+from .csr_kernel import compiled_width
 from .hashing import GOLDEN
 from .threads import follow_torch_threads
 
@@ -86,8 +89,9 @@ def dropped_product_backward(x: np.ndarray, grad: np.ndarray, row_ids: np.ndarra
     else:
         grad_x = np.empty_like(x) if grad_x_out is None else grad_x_out
     follow_torch_threads()
-    _loops().dropped_product_backward(x, np.ascontiguousarray(grad), *_mask_arguments(x, row_ids, p, key),
-                                      np.ascontiguousarray(weight.T), grad_x, want_grad_x, partials, relu)
+    loop = _loops().backward_loop(compiled_width(width, x.itemsize))
+    loop(x, np.ascontiguousarray(grad), *_mask_arguments(x, row_ids, p, key), np.ascontiguousarray(weight.T), grad_x,
+         want_grad_x, partials, relu)
     return (grad_x if want_grad_x else None), np.ascontiguousarray(partials.sum(axis=0).T)
 
 
@@ -99,12 +103,17 @@ def _mask_arguments(x: np.ndarray, row_ids: np.ndarray, p: float, key: int) -> t
     return np.asarray(row_ids, dtype=np.int64), base, np.uint16(keep_threshold(p)), x.dtype.type(1.0 / (1.0 - p))
 
 
-def compile_now(dtype: np.dtype) -> None:
-    """Compile (or load from numba's cache) the pass for ``dtype`` on a tiny array, before a rank's large
-    arrays exist: compiled beside them on the first epoch, it left ~330 MB more resident (docs/performance.md)."""
+def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
+    """Compile (or load from numba's cache) the passes for ``dtype`` on tiny arrays, before a rank's large
+    arrays exist: compiled beside them on the first epoch, they left ~330 MB more resident (docs/performance.md).
+    The backward pass is compiled for each input width of ``widths`` (the model's hidden widths: the inputs of
+    the narrow products that take it)."""
     x = np.ones((1, 4), dtype=dtype)
     ids = np.zeros(1, dtype=np.int64)
     masked_scale(x, ids, 0.5, 0, x)
     weight = np.ones((4, 1), dtype=dtype)
     dropped_product(x, ids, 0.5, 0, weight, np.empty((1, 1), dtype=dtype))
-    dropped_product_backward(x, np.ones((1, 1), dtype=dtype), ids, 0.5, 0, weight, True)
+    for width in sorted(set(widths)):
+        x = np.ones((1, width), dtype=dtype)
+        dropped_product_backward(x, np.ones((1, 1), dtype=dtype), ids, 0.5, 0, np.ones((width, 1), dtype=dtype),
+                                 True)

@@ -9,6 +9,8 @@ rows only, so no result depends on the number of threads.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numba
 import numpy as np
 
@@ -85,43 +87,85 @@ def dropped_product(x, row_ids, base, threshold, scale, weight_t, out, relu):
                     x[i, c] = kept[c]
 
 
-@numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
-def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t, grad_x, want_grad_x, partials,
-                             relu):
-    """grad_x = (grad @ weight_t) · mask (if ``want_grad_x``), and partials[b] = Σ over block b's rows of
+GRADIENT_ROWS = 4
+"""Rows whose terms :func:`backward_loop` adds into the weight gradient's partial sums at once: one load and store
+of the partials per four rows, not per row (with the input gradient in registers, below: Slashdot's rows, one
+thread, 64 -> 8 columns 23.2 -> 16.7 ms, 16 -> 8 columns 11.5 -> 6.6 ms; docs/performance.md, twelfth round)."""
+
+
+@cache
+def backward_loop(width: int = 0):
+    """The gradients of :func:`dropped_product` for inputs of ``width`` columns, compiled for it (0: any width,
+    read at run time; csr_kernel's STACK_ACCUMULATOR_BYTES decides which, as for its products):
+
+    grad_x = (grad @ weight_t) · mask (if ``want_grad_x``), and partials[b] = Σ over block b's rows of
     gradᵀ · (x · mask), the blocks of ``rows / partials.shape[0]`` rows (rounded up) in order. With ``relu`` (x is
-    a ReLU's output), grad_x is also ReLU's backward: 0 where x <= 0, as torch's threshold_backward."""
-    rows, width = x.shape
-    groups = (width + 3) // 4
-    zero = x.dtype.type(0)
-    blocks = partials.shape[0]
-    per_block = (rows + blocks - 1) // blocks
-    for b in numba.prange(blocks):
-        lanes = np.empty(4 * groups, dtype=np.uint16)
-        keep = np.empty(width, dtype=x.dtype)
-        row_sums = np.empty(width, dtype=x.dtype)
-        part = partials[b]
-        part[:] = 0
-        for i in range(b * per_block, min(rows, (b + 1) * per_block)):
-            fill_lanes(lanes, row_ids[i], groups, base)
-            for c in range(width):
-                keep[c] = scale * x.dtype.type(lanes[c] >= threshold)
-            if want_grad_x:
-                row_sums[:] = 0
-                for j in range(weight_t.shape[0]):
-                    g = grad[i, j]
-                    for c in range(width):
-                        row_sums[c] += g * weight_t[j, c]
-                if relu:  # a loop each way: a condition inside the loop kept it from vectorizing
-                    for c in range(width):
-                        value = row_sums[c] * keep[c]
-                        grad_x[i, c] = zero if x[i, c] <= 0 else value
-                else:
-                    for c in range(width):
-                        grad_x[i, c] = row_sums[c] * keep[c]
-            for c in range(width):
-                row_sums[c] = x[i, c] * keep[c]
-            for j in range(weight_t.shape[0]):
-                g = grad[i, j]
-                for c in range(width):
-                    part[j, c] += g * row_sums[c]
+    a ReLU's output), grad_x is also ReLU's backward: 0 where x <= 0, as torch's threshold_backward.
+
+    A row's input gradient is summed in registers (a stack buffer, as csr_kernel's rows), one weight row at a
+    time: kept in memory, every one of its out-column steps stored it again. Only the buffer's size is compiled
+    in: loops over a compiled-in width were slower at 16 columns than over the width read at run time."""
+    from . import llvm_intrinsics as llvm  # a module, not its functions: closure cells must pickle alike in every
+    # process, or numba's cache never finds the loop again
+
+    @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
+    def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t, grad_x, want_grad_x, partials,
+                                 relu):
+        rows = x.shape[0]
+        zero = x.dtype.type(0)
+        blocks = partials.shape[0]
+        per_block = (rows + blocks - 1) // blocks
+        for b in numba.prange(blocks):
+            columns = x.shape[1]
+            groups = (columns + 3) // 4
+            lanes = np.empty(4 * groups, dtype=np.uint16)
+            keep = np.empty(columns, dtype=x.dtype)
+            if width:
+                sums_pointer = llvm.stack_buffer(width, x.dtype)
+                sums = numba.carray(sums_pointer, width)
+            else:
+                sums = np.empty(columns, dtype=x.dtype)
+            dropped = np.empty((GRADIENT_ROWS, columns), dtype=x.dtype)
+            part = partials[b]
+            part[:] = 0
+            i, stop = b * per_block, min(rows, (b + 1) * per_block)
+            while i < stop:
+                count = min(GRADIENT_ROWS, stop - i)
+                for r in range(count):
+                    fill_lanes(lanes, row_ids[i + r], groups, base)
+                    for c in range(columns):
+                        keep[c] = scale * x.dtype.type(lanes[c] >= threshold)
+                    if want_grad_x:
+                        for c in range(columns):
+                            sums[c] = 0
+                        for j in range(weight_t.shape[0]):
+                            if width:
+                                llvm.add_scaled_row(sums_pointer, weight_t, j, grad[i + r, j], width)
+                            else:
+                                g = grad[i + r, j]
+                                for c in range(columns):
+                                    sums[c] += g * weight_t[j, c]
+                        if relu:  # a loop each way: a condition inside the loop kept it from vectorizing
+                            for c in range(columns):
+                                value = sums[c] * keep[c]
+                                grad_x[i + r, c] = zero if x[i + r, c] <= 0 else value
+                        else:
+                            for c in range(columns):
+                                grad_x[i + r, c] = sums[c] * keep[c]
+                    for c in range(columns):
+                        dropped[r, c] = x[i + r, c] * keep[c]
+                if count == GRADIENT_ROWS:
+                    for j in range(weight_t.shape[0]):
+                        g0, g1, g2, g3 = grad[i, j], grad[i + 1, j], grad[i + 2, j], grad[i + 3, j]
+                        for c in range(columns):
+                            part[j, c] += (g0 * dropped[0, c] + g1 * dropped[1, c] + g2 * dropped[2, c]
+                                           + g3 * dropped[3, c])
+                else:  # the block's last rows
+                    for r in range(count):
+                        for j in range(weight_t.shape[0]):
+                            g = grad[i + r, j]
+                            for c in range(columns):
+                                part[j, c] += g * dropped[r, c]
+                i += count
+
+    return dropped_product_backward

@@ -258,7 +258,7 @@ def _compile_kernels(kernel: str, train: TrainConfig, halo: bool) -> None:
     there are other ranks, so the halo blocks' transpose products too."""
     dtype = np.dtype(train.dtype)
     if train.dropout > 0:
-        dropout_kernel.compile_now(dtype)
+        dropout_kernel.compile_now(dtype, train.hidden)
     if kernel == "numba":
         csr_kernel.compile_now(dtype, train.hidden, transpose=halo)
 

@@ -111,7 +111,7 @@ def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop
 def test_an_accumulator_too_wide_for_the_stack_takes_the_run_time_width_loop(dtype, width: int,
                                                                              compiled_for: int) -> None:
     """The compiled loop keeps a row's sums on the thread's stack; wider rows go to the loop that allocates them."""
-    assert csr_kernel._compiled_width(width, np.dtype(dtype).itemsize) == compiled_for
+    assert csr_kernel.compiled_width(width, np.dtype(dtype).itemsize) == compiled_for
     a = sp.random(40, 30, density=0.2, format="csr", random_state=3, dtype=dtype)
     dense = np.random.default_rng(3).standard_normal((30, width)).astype(dtype)
     out = np.full((40, width), np.nan, dtype=dtype)
@@ -275,7 +275,7 @@ def test_transpose_product_is_the_same_bits_for_any_blocks_threads_and_loop(dtyp
     a = _sorted_block(2000, 1500, 0.004, 11, dtype)
     a.indices = a.indices.astype(np.int32)
     g = np.random.default_rng(width).standard_normal((2000, width)).astype(dtype)
-    compiled = csr_kernel._compiled_width(width, np.dtype(dtype).itemsize)
+    compiled = csr_kernel.compiled_width(width, np.dtype(dtype).itemsize)
     results = []
     try:
         for threads in sorted({1, 2, numba.config.NUMBA_NUM_THREADS}):

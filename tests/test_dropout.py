@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import warnings
 from unittest import mock
 
@@ -213,11 +216,14 @@ def test_dropout_then_product_without_dropout_is_the_plain_product() -> None:
     np.testing.assert_allclose(x.grad.numpy(), g.numpy() @ w.detach().numpy().T, rtol=1e-12)
 
 
-@pytest.mark.parametrize("rows,width,out", [(1000, 64, 8), (257, 7, 3), (3, 12, 1), (0, 8, 2)])
+@pytest.mark.parametrize("rows,width,out", [(1000, 64, 8), (2600, 20, 5), (257, 7, 3), (3, 12, 1), (0, 8, 2),
+                                             (40, 4100, 2)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_one_pass_product_and_gradients_equal_a_float64_oracle(rows: int, width: int, out: int, dtype) -> None:
     """dropout_kernel.dropped_product(_backward) against numpy in float64 with keyed_keep_mask's mask: many
-    partial blocks (1000 rows: 4 rows each), a width not a multiple of four, no rows at all."""
+    partial blocks (1000 rows: 4 rows each, the weight gradient's four rows at a time; 2600 rows: 11 each, two
+    fours and three more), a width not a multiple of four, no rows at all, a width too wide for the backward's
+    stack (its run-time-width loop)."""
     gen = np.random.default_rng(rows + width)
     x = gen.standard_normal((rows, width)).astype(dtype)
     w = gen.standard_normal((width, out)).astype(dtype)
@@ -351,3 +357,21 @@ def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) ->
     with mock.patch.object(dropout_kernel, "dropped_product", wraps=dropout_kernel.dropped_product) as one_pass:
         train(True)
     assert [call.kwargs.get("relu") for call in one_pass.call_args_list] == [True] * 3
+
+
+BACKWARD_CACHE_HITS = """
+import numpy as np
+from distgcn import dropout_kernel, dropout_loops
+
+dropout_kernel.compile_now(np.dtype(np.float32), [64])
+print(sum(dropout_loops.backward_loop(64).stats.cache_hits.values()))
+"""
+
+
+def test_a_second_process_loads_the_width_compiled_backward_from_numbas_cache(tmp_path) -> None:
+    """The backward pass is compiled per input width (about 1 s each); a rank started later must find it on disk,
+    which a closure cell that pickles differently in each process would prevent."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    hits = [subprocess.run([sys.executable, "-c", BACKWARD_CACHE_HITS], capture_output=True, text=True, env=env,
+                           timeout=300, check=True).stdout.split()[-1] for _ in range(2)]
+    assert hits == ["0", "1"]
