@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .csr_kernel import compiled_width
+from .csr_kernel import STACK_ACCUMULATOR_BYTES, compiled_width
 from .hashing import GOLDEN
 from .threads import follow_torch_threads
 
@@ -107,13 +107,14 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     """Compile (or load from numba's cache) the passes for ``dtype`` on tiny arrays, before a rank's large
     arrays exist: compiled beside them on the first epoch, they left ~330 MB more resident (docs/performance.md).
     The backward pass is compiled for each input width of ``widths`` (the model's hidden widths: the inputs of
-    the narrow products that take it)."""
+    the narrow products that take it), on one row of at most 16 KiB whatever the width."""
     x = np.ones((1, 4), dtype=dtype)
     ids = np.zeros(1, dtype=np.int64)
     masked_scale(x, ids, 0.5, 0, x)
     weight = np.ones((4, 1), dtype=dtype)
     dropped_product(x, ids, 0.5, 0, weight, np.empty((1, 1), dtype=dtype))
-    for width in sorted(set(widths)):
-        x = np.ones((1, width), dtype=dtype)
-        dropped_product_backward(x, np.ones((1, 1), dtype=dtype), ids, 0.5, 0, np.ones((width, 1), dtype=dtype),
+    for compiled in sorted({compiled_width(w, x.itemsize) for w in widths}):
+        width = compiled or STACK_ACCUMULATOR_BYTES // x.itemsize + 1  # the run-time-width loop on a small row
+        row = np.ones((1, width), dtype=dtype)
+        dropped_product_backward(row, np.ones((1, 1), dtype=dtype), ids, 0.5, 0, np.ones((width, 1), dtype=dtype),
                                  True)
