@@ -375,3 +375,24 @@ def test_a_second_process_loads_the_width_compiled_backward_from_numbas_cache(tm
     hits = [subprocess.run([sys.executable, "-c", BACKWARD_CACHE_HITS], capture_output=True, text=True, env=env,
                            timeout=300, check=True).stdout.split()[-1] for _ in range(2)]
     assert hits == ["0", "2"]
+
+
+def test_slices_are_sized_for_their_device_and_row_ids_go_there_once() -> None:
+    """keyed_dropout_matmul drops x a slice at a time: CHUNK_BYTES on the CPU, the larger DEVICE_CHUNK_BYTES
+    elsewhere (a GPU's slice costs launches, not cache), and the row ids are moved to x's device once per call.
+    A tensor on torch's ``meta`` device stands in for a GPU's here: it has a device that is not the CPU and no
+    data (the GPU run itself is in docs/gpu.md)."""
+    rows, width = 300_000, 64
+    on_cpu = torch.empty((rows, width), dtype=torch.float32)
+    elsewhere = torch.empty((rows, width), dtype=torch.float32, device="meta")
+    row_bytes = width * 4
+    for x, chunk_bytes in ((on_cpu, dropout.CHUNK_BYTES), (elsewhere, dropout.DEVICE_CHUNK_BYTES)):
+        slices = dropout._row_chunks(x)
+        assert [s.start for s in slices] == list(range(0, rows, chunk_bytes // row_bytes))
+        assert all(s.stop - s.start == chunk_bytes // row_bytes for s in slices)
+    assert dropout.DEVICE_CHUNK_BYTES > dropout.CHUNK_BYTES
+    ids = np.arange(rows) * 3
+    assert dropout._ids_beside(ids, on_cpu) is ids
+    moved = dropout._ids_beside(ids, elsewhere)
+    assert isinstance(moved, torch.Tensor) and moved.device.type == "meta" and moved.dtype == torch.int64
+    assert moved.shape == (rows,)
