@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 
@@ -264,20 +264,19 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     width = compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    product = _compiled(width)
-    arguments = (indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
+    product = partial(_compiled(width), indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
     if not isinstance(far_prefetch, FarPrefetchChoice):
-        product(*arguments, dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
+        product(dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
         return
     key = (dense.shape[1], accumulate, count)
     far = far_prefetch.decided(key)
-    if far is not None:
-        product(*arguments, far)
-        return
-    far = far_prefetch.next_trial(key)
-    start = time.perf_counter()
-    product(*arguments, far)
-    far_prefetch.record(key, far, time.perf_counter() - start)
+    if far is None:  # still timing both variants
+        far = far_prefetch.next_trial(key)
+        start = time.perf_counter()
+        product(far)
+        far_prefetch.record(key, far, time.perf_counter() - start)
+    else:
+        product(far)
 
 
 def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
