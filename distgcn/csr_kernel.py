@@ -21,17 +21,21 @@ in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
   value.
 
 With more threads the rows are cut into blocks of about equal work
-(nonzeros plus one per row, :func:`row_blocks`) that the threads take in
-turn. Every output row is summed by one thread, in the order of its nonzeros,
-one fused multiply-add at a time, so the result is the same bits whatever the
-number of threads and whichever loop runs.
+(nonzeros plus one per row, :func:`row_blocks`) that each thread claims from a
+shared counter whenever it finishes one. Equal nonzeros are not equal time (a
+row costs 4-6 nonzeros' time with H in cache, less than one when its rows
+come from memory), and numba's ``prange`` hands its iterations out before the
+loop starts: Slashdot's first half of RCM rows took 1.4-1.5x the second's. Every
+output row is summed by one thread, in the order of its nonzeros, one fused
+multiply-add at a time, so the result is the same bits whatever the number
+of threads, whichever thread takes a block and whichever loop runs.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from functools import cache, partial
+from functools import cache
 
 import numpy as np
 
@@ -66,7 +70,8 @@ faster. Whether the far prefetch pays depends on the processor as much as on H: 
 (docs/performance.md) it made Slashdot RCM 10-20 % faster at 16 columns with H at 5 MiB, where the size rule
 above leaves it off, and 5-10 % slower at 32 and 64 columns, where it turns it on."""
 BLOCKS_PER_THREAD = 4
-"""Row blocks per thread: a few, so that a thread slowed by another process does not hold up the product."""
+"""Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
+process leaves the rest to the others (Slashdot RCM, 16 columns, two threads, 13th round: 4, 8 and 16 alike)."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
 """numba's fastmath less ``reassoc``: a row is summed in the order of its nonzeros (each step one fused
 multiply-add), whatever the compiler vectorizes or unrolls, so every loop here gives the same bits."""
@@ -88,9 +93,10 @@ def _compiled(width: int = 0):
     # ``indices`` and ``data`` are unsigned, and so are the indices (a uint32 view): numba then checks no index for
     # a negative value (with H cache-resident, 1.2x faster than signed).
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
-    def csr_product(indptr, indices, data, dense, out, bounds, accumulate, stream, far):
+    def csr_product(indptr, indices, data, dense, out, bounds, workers, next_block, accumulate, stream, far):
         end_of_indices = np.uint64(indices.shape[0])
-        for b in numba.prange(bounds.shape[0] - 1):
+        blocks = bounds.shape[0] - 1
+        for _ in numba.prange(workers):  # one per thread, each claiming blocks until none is left
             # Set inside the parallel loop: numba passes the values set before it to the loop's body as arguments,
             # which hid these constants from the compiler (the line loop then divided at every nonzero)
             columns = width if width else out.shape[1]
@@ -100,31 +106,34 @@ def _compiled(width: int = 0):
                 acc = numba.carray(sums, width)
             else:
                 acc = np.empty(columns, dtype=out.dtype)
-            for i in range(bounds[b], bounds[b + 1]):
-                for c in range(columns):
-                    acc[c] = 0
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    if far and k + far_ahead < end_of_indices:
-                        for c in range(0, columns, line):
-                            llvm.prefetch(dense, indices[k + far_ahead], c, 1)  # into L2
-                    if k + ahead < end_of_indices:
-                        for c in range(0, columns, line):
-                            llvm.prefetch(dense, indices[k + ahead], c, 3)  # into L1
-                    if width:
-                        llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
-                    else:
-                        a = data[k]
-                        row = dense[indices[k]]
+            b = llvm.claim_next(next_block)
+            while b < blocks:
+                for i in range(bounds[b], bounds[b + 1]):
+                    for c in range(columns):
+                        acc[c] = 0
+                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                        if far and k + far_ahead < end_of_indices:
+                            for c in range(0, columns, line):
+                                llvm.prefetch(dense, indices[k + far_ahead], c, 1)  # into L2
+                        if k + ahead < end_of_indices:
+                            for c in range(0, columns, line):
+                                llvm.prefetch(dense, indices[k + ahead], c, 3)  # into L1
+                        if width:
+                            llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
+                        else:
+                            a = data[k]
+                            row = dense[indices[k]]
+                            for c in range(columns):
+                                acc[c] += a * row[c]
+                    if accumulate:
                         for c in range(columns):
-                            acc[c] += a * row[c]
-                if accumulate:
-                    for c in range(columns):
-                        out[i, c] += acc[c]
-                elif width and stream:
-                    llvm.stream_row(out, i, sums, width)
-                else:
-                    for c in range(columns):
-                        out[i, c] = acc[c]
+                            out[i, c] += acc[c]
+                    elif width and stream:
+                        llvm.stream_row(out, i, sums, width)
+                    else:
+                        for c in range(columns):
+                            out[i, c] = acc[c]
+                b = llvm.claim_next(next_block)
             if stream:
                 llvm.store_fence()
 
@@ -264,7 +273,12 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     width = compiled_width(dense.shape[1], out.itemsize)
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
     stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    product = partial(_compiled(width), indptr, _unsigned(indices), data, dense, out, bounds, accumulate, stream)
+    compiled, unsigned_indices = _compiled(width), _unsigned(indices)
+
+    def product(far: bool) -> None:
+        next_block = np.zeros(1, dtype=np.int64)  # the counter the workers claim blocks from: fresh for each call
+        compiled(indptr, unsigned_indices, data, dense, out, bounds, count, next_block, accumulate, stream, far)
+
     if not isinstance(far_prefetch, FarPrefetchChoice):
         product(dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
         return
@@ -312,6 +326,6 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = (), transpose: bool = F
     nothing = (no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
                np.zeros(2, dtype=np.int64))
     for width in sorted({compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
-        _compiled(width)(*nothing, False, False, False)
+        _compiled(width)(*nothing, 1, np.zeros(1, dtype=np.int64), False, False, False)
         if transpose:
             _compiled_transpose(width)(*nothing)

@@ -17,6 +17,10 @@
 - :func:`add_scaled_row` and :func:`add_scaled_to_row`: a row times a
   scalar added into the registers, or from them into a row of the output,
   in whole vectors.
+- :func:`claim_next`: an atomic counter, so that a parallel loop's threads
+  take blocks of work as they finish the last. numba's ``prange`` splits its
+  range evenly between the threads before the loop starts (with numba's
+  OpenMP layer ``set_parallel_chunksize`` did not change that).
 
 Imported on first use only (it imports numba), like the kernels.
 """
@@ -188,6 +192,20 @@ def add_scaled_to_row(typingctx, array, row, source, scale, count):
         return context.get_dummy_value()
 
     return types.void(array, row, source, scale, count), codegen
+
+
+@intrinsic
+def claim_next(typingctx, counter):
+    """The value of ``counter[0]`` (a 1D int64 array), incremented by one in the same atomic step: each value goes
+    to exactly one of the threads that call it. No ordering of other memory is implied (monotonic)."""
+    if not (isinstance(counter, types.Array) and counter.ndim == 1 and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        first = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", first, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
 
 
 def _add_scaled(context, builder: ir.IRBuilder, target: ir.Value, source: ir.Value, scale: ir.Value,

@@ -98,7 +98,7 @@ def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop
     for compiled_width, far in ((0, False), (width, False), (0, True), (width, True)):
         out = np.full((500, width), 0.5, dtype=dtype)
         csr_kernel._compiled(compiled_width)(a.indptr, csr_kernel._unsigned(a.indices), a.data, dense, out, bounds,
-                                             True, False, far)
+                                             csr_kernel.threads(), np.zeros(1, dtype=np.int64), True, False, far)
         results.append(out)
     bits = f"u{np.dtype(dtype).itemsize}"
     for out in results[1:]:
@@ -128,7 +128,7 @@ def _fresh_llvm(width: int) -> str:
     loop = numba.njit(**cached.targetoptions)(cached.py_func)
     no_rows, dense = np.zeros(1, dtype=np.int32), np.zeros((1, max(width, 1)), dtype=np.float32)
     loop(no_rows, csr_kernel._unsigned(no_rows[:0]), dense[0, :0], dense, dense[:0], np.zeros(2, dtype=np.int64),
-         False, False, False)
+         1, np.zeros(1, dtype=np.int64), False, False, False)
     return "\n".join(loop.inspect_llvm().values())
 
 
@@ -240,6 +240,50 @@ def test_row_blocks_split_the_work_evenly() -> None:
     assert bounds[0] == 0 and bounds[-1] == 4000 and np.all(np.diff(bounds) >= 0)
     work = [indptr[b] - indptr[a] + b - a for a, b in zip(bounds[:-1], bounds[1:])]
     assert max(work) - min(work) <= 22  # each boundary within one row (11) of the ideal; by rows: 11000 vs 1000
+
+
+def test_each_value_of_the_shared_counter_is_claimed_by_one_thread() -> None:
+    """The product's threads take row blocks from one counter (llvm_intrinsics.claim_next): a value claimed by two
+    threads would add its block twice into an accumulated product, a value skipped would leave its rows unwritten."""
+    import numba
+
+    from distgcn import llvm_intrinsics as llvm
+
+    @numba.njit(parallel=True)
+    def claim_every_value(counter, claims, workers):
+        for _ in numba.prange(workers):
+            value = llvm.claim_next(counter)
+            while value < claims.shape[0]:
+                claims[value] += 1  # each value has one claimant, so no two threads write one slot
+                value = llvm.claim_next(counter)
+
+    torch.set_num_threads(2)
+    try:
+        claims = np.zeros(2_000_000, dtype=np.int64)
+        counter = np.zeros(1, dtype=np.int64)
+        workers = csr_kernel.threads()
+        claim_every_value(counter, claims, workers)
+    finally:
+        torch.set_num_threads(1)
+    assert (claims == 1).all(), np.bincount(claims)
+    assert counter[0] == claims.shape[0] + workers  # each worker's last claim found nothing left
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_block_is_added_once_when_threads_claim_many_blocks(threads: int) -> None:
+    """Many more row blocks than threads (the threads claim them as they finish), added onto an output that is not
+    zero: a block done twice or not at all changes the sums."""
+    a = _sorted_block(3000, 900, 0.01, 7, np.float64)
+    dense = np.random.default_rng(7).standard_normal((900, 24))
+    start = np.random.default_rng(8).standard_normal((3000, 24))
+    torch.set_num_threads(threads)
+    try:
+        out = start.copy()
+        csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out,
+                               bounds_cache={csr_kernel.threads(): csr_kernel.row_blocks(a.indptr, 97)})
+    finally:
+        torch.set_num_threads(1)
+    np.testing.assert_allclose(out, start + a @ dense, rtol=1e-12, atol=1e-12)
 
 
 def _sorted_block(rows: int, columns: int, density: float, seed: int, dtype) -> sp.csr_matrix:
