@@ -25,7 +25,8 @@ With more threads the rows are cut into blocks of about equal work
 shared counter whenever it finishes one. Equal nonzeros are not equal time (a
 row costs 4-6 nonzeros' time with H in cache, less than one when its rows
 come from memory), and numba's ``prange`` hands its iterations out before the
-loop starts: Slashdot's first half of RCM rows took 1.4-1.5x the second's. Every
+loop starts: Slashdot's first half of RCM rows took 1.1-1.4x the second's
+time (1.4-1.5x with H in L1; docs/performance.md, thirteenth round). Every
 output row is summed by one thread, in the order of its nonzeros, one fused
 multiply-add at a time, so the result is the same bits whatever the number
 of threads, whichever thread takes a block and whichever loop runs.
