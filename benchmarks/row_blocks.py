@@ -30,11 +30,9 @@ allocator.prefer_huge_pages()  # before torch's import, as the train command doe
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from scipy.sparse.csgraph import reverse_cuthill_mckee  # noqa: E402
 
 from distgcn import csr_kernel  # noqa: E402
-from distgcn.data import load_graph  # noqa: E402
-from distgcn.graph import normalized_adjacency  # noqa: E402
+from matrices import rcm_adjacency  # noqa: E402
 
 
 def main() -> None:
@@ -47,10 +45,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    a = normalized_adjacency(load_graph(args.graph, symmetrize=args.symmetrize).adj, dtype=np.float32)
-    order = reverse_cuthill_mckee((abs(a) + abs(a.T)).tocsr(), symmetric_mode=True)
-    a = a[order][:, order].tocsr()
-    a.sort_indices()
+    a = rcm_adjacency(args.graph, args.symmetrize)
     halves = csr_kernel.row_blocks(a.indptr, 2)
     if args.threads == 1:
         variants = {f"half {h}": halves[h:h + 2] for h in (0, 1)}
