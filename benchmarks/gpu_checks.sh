@@ -12,6 +12,8 @@
 #   two-ranks.txt   two NCCL ranks on a machine with one GPU: must stop at once with one clear line
 #   speed.txt       epoch times of one rank on the GPU against one rank on all the CPU cores, same shard
 #   profile.txt     where the GPU rank's epoch goes (benchmarks/profile_epoch.py)
+#   threads.txt     only with SLASHDOT=PATH (soc-Slashdot0902.txt.gz): one CPU rank's epoch on Slashdot at 1, 2, 4,
+#                   8 and all cores' threads (issue #15's threads target, on a machine with more than 2 cores)
 set -u
 out=${1:?usage: bash benchmarks/gpu_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -61,4 +63,24 @@ EOF
     done
 } > "$out/speed.txt" 2>&1
 timeout 90 "$py" benchmarks/profile_epoch.py "$scratch/rmat20" --backend nccl > "$out/profile.txt" 2>&1
+
+# Threads inside one CPU rank: Slashdot (undirected), 64 random features -> 64 -> 8, float32, default (exact) first layer.
+if [ -n "${SLASHDOT:-}" ]; then
+    {
+        lscpu | grep -E '^(Model name|Thread|Core|Socket|L3)'
+        timeout 120 "$py" -m distgcn partition "$SLASHDOT" --symmetrize --features 64 --classes 8 --model random \
+            --parts 1 --out "$scratch/slashdot" --quiet || echo "partition: exit status $?"
+        for threads in 1 2 4 8 $(nproc); do
+            timeout 120 "$py" -m distgcn train "$scratch/slashdot" --backend gloo --hidden 64 --threads $threads \
+                --epochs 12 --quiet --metrics "$scratch/m.jsonl" > /dev/null 2>&1 || echo "exit status $?"
+            [ -s "$scratch/m.jsonl" ] && "$py" - "$scratch/m.jsonl" "$threads" <<'EOF'
+import json, statistics, sys
+epochs = [json.loads(line)["epoch_s"] for line in open(sys.argv[1])][2:]
+print(f"--threads {sys.argv[2]:>3}  median epoch {statistics.median(epochs) * 1e3:8.2f} ms over epochs 3-{len(epochs) + 2}"
+      f" (min {min(epochs) * 1e3:.2f}, max {max(epochs) * 1e3:.2f})")
+EOF
+            rm -f "$scratch/m.jsonl"
+        done
+    } > "$out/threads.txt" 2>&1
+fi
 rm -rf "$scratch"
