@@ -4,8 +4,9 @@ threads.
 Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
 things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
 in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
-36-46 % of the copy bandwidth counting compulsory bytes; the sixth round
-1.3-2.2x more, docs/performance.md):
+36-46 % of a one-thread copy's bandwidth counting compulsory bytes; the sixth
+round 1.3-2.2x more; of a copy on the same two threads, the fourteenth round's
+Zen 1 host: 21-30 %, docs/performance.md):
 
 - the loop is compiled for its width, and a row's sums live in vector
   registers (a stack array that never escapes, added to in whole vectors:
