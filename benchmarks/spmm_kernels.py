@@ -101,7 +101,9 @@ class Bandwidth:
         self.b = array((2**27,), np.dtype(np.float32), memory)
         self.copy_s = self.copy_one_thread_s = self.read_s = float("inf")
         follow_torch_threads()
-        parallel_copy(self.a, self.b)  # compiled before it is timed
+        parallel_copy(self.a, self.b)  # compiled before it is timed, and checked
+        if not np.array_equal(self.a, self.b):
+            raise AssertionError("parallel_copy did not copy")
 
     def sample(self) -> None:
         follow_torch_threads()
