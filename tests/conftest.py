@@ -61,6 +61,31 @@ def random_edge_file(path: Path, n: int, m: int, seed: int) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def directed_graph(tmp_path_factory) -> str:
+    """A seeded random directed SNAP edge list (ids not 0..n-1) with random features and labels."""
+    rng = np.random.default_rng(11)
+    n, m = 150, 700
+    ids = np.sort(rng.choice(10_000, size=n, replace=False))
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    path = tmp_path_factory.mktemp("graphs") / "directed.txt"
+    lines = ["# directed test graph"] + [f"{ids[s]}\t{ids[d]}" for s, d in zip(src, dst) if s != d]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def cora_accuracies(tmp_path, settings: list[str], run) -> list[float]:
+    """The last epoch's test accuracy on Cora for seeds 0-4, each run trained by ``run(args)``."""
+    cora = str(dataset("cora_planetoid"))
+    accuracies = []
+    for seed in range(5):
+        metrics = tmp_path / f"m{seed}.jsonl"
+        done = run(["train", "--graph", cora, *settings, "--seed", str(seed), "--metrics", str(metrics), "--quiet"])
+        assert done.returncode == 0, done.stderr
+        accuracies.append(json.loads(metrics.read_text().splitlines()[-1])["test_acc"])
+    return accuracies
+
+
 def run_mpi_script(script: str, ranks: int, out: Path, *args: str, timeout: float = 120) -> dict:
     """Run tests/mpi_scripts/SCRIPT under mpiexec; it writes its JSON result to ``out``, returned here."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")

@@ -18,7 +18,7 @@ from distgcn.dropout import (dropout_key, keyed_dropout, keyed_dropout_matmul, k
                              scaled_keep_mask_torch)
 from distgcn.hashing import uniforms
 from conftest import devices
-from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
+from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
 
 
 def test_mask_is_pinned():

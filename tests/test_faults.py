@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
+from processes import alive, descendants, rank_pid
 
 from distgcn.checkpoint import list_checkpoints, read_checkpoint
 from distgcn.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_faults
@@ -33,48 +34,6 @@ def _env() -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
-
-
-def _children() -> dict[int, int]:
-    """pid -> parent pid of every process on the machine."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
-
-
-def descendants(root: int) -> set[int]:
-    parents = _children()
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def rank_pid(launcher: int, rank: int) -> int | None:
-    """The pid of MPI rank ``rank`` under this mpiexec, found by its PMI_RANK environment."""
-    for pid in descendants(launcher):
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"PMI_RANK={rank}".encode() in environ and b"distgcn" in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return pid
-    return None
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def weights(path: Path) -> list[np.ndarray]:

@@ -7,17 +7,9 @@ import pytest
 import torch
 from conftest import devices
 
+from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
+
 from distgcn.hashing import GOLDEN, as_int64, derive_key, mix64, mix64_inplace, mix64_int64_inplace, uniforms
-
-MASK = (1 << 64) - 1
-PHI_INCREMENT = 0x9E3779B97F4A7C15
-
-
-def oracle_mix64(x: int) -> int:
-    """SplitMix64's output function on one Python int, every product reduced modulo 2**64 by hand."""
-    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
 
 
 def test_mix64_gives_splitmix64s_published_outputs():

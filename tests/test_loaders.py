@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from tiny_datasets import make_musae, make_planetoid, write
 
 from distgcn.data import UNLABELLED_SPLIT, detect_format, load_graph, save_npz
 from distgcn.errors import InputError
 from distgcn.graph import Graph, normalized_adjacency
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-
-
-def write(path: Path, text: str | bytes) -> Path:
-    data = text.encode() if isinstance(text, str) else text
-    if path.name.endswith(".gz"):
-        data = gzip.compress(data)
-    path.write_bytes(data)
-    return path
 
 
 def dense(graph: Graph) -> np.ndarray:
@@ -248,31 +239,6 @@ def test_metis_empty_file(tmp_path):
 # --- Planetoid ------------------------------------------------------------------------------
 
 
-def make_planetoid(directory: Path, name: str = "tiny") -> dict[str, object]:
-    """A 8-vertex Planetoid dataset: train 0-1, val 2-4, test ids 7 and 5 (in that order), 6 missing."""
-    rng = np.random.default_rng(1)
-    allx = (rng.random((5, 3)) < 0.5).astype(np.float32)
-    tx = np.array([[1, 1, 1], [0, 0, 1]], dtype=np.float32)
-    ally = np.eye(2)[[0, 1, 1, 0, 1]]
-    ty = np.eye(2)[[1, 0]]
-    graph = {0: [1, 2], 1: [0], 2: [0, 2], 3: [4], 4: [3], 5: [7], 6: [], 7: [5, 5]}
-    parts = {
-        "x": sp.csr_matrix(allx[:2]),
-        "y": ally[:2],
-        "allx": sp.csr_matrix(allx),
-        "ally": ally,
-        "tx": sp.lil_matrix(tx),
-        "ty": ty,
-        "graph": graph,
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    for part, obj in parts.items():
-        with open(directory / f"ind.{name}.{part}", "wb") as f:
-            pickle.dump(obj, f, protocol=2)
-    (directory / f"ind.{name}.test.index").write_text("7\n5\n")
-    return {"allx": allx, "tx": tx}
-
-
 def test_planetoid_assembly_matches_kipf_ordering(tmp_path):
     data = make_planetoid(tmp_path / "tiny")
     graph = load_graph(str(tmp_path / "tiny"))
@@ -344,18 +310,6 @@ def test_planetoid_unpickler_refuses_arbitrary_callables(tmp_path):
 
 
 # --- MUSAE ----------------------------------------------------------------------------------
-
-
-def make_musae(directory: Path, edges: str | None = None, features: dict | None = None) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    write(directory / "fb_edges.csv", edges or "id_1,id_2\n0,1\n1,2\n2,2\n3,0\n1,0\n")
-    write(
-        directory / "fb_target.csv",
-        "id,facebook_id,page_name,page_type\n"
-        "0,11,A,tvshow\n1,12,\"Name, with comma\",company\n2,13,C,tvshow\n3,14,D,government\n4,15,E,company\n",
-    )
-    table = features if features is not None else {"0": [0, 2], "1": [1], "2": [], "3": [2, 0]}
-    write(directory / "fb.json", json.dumps(table))
 
 
 def test_musae_tiny(tmp_path):

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import dataset, devices, distgcn_in_process, run_distgcn_in_process
+from conftest import cora_accuracies, dataset, devices, distgcn_in_process, run_distgcn_in_process
+from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
 from reference_models import reference_gat, reference_sage
-from test_training import brute_volume, cora_accuracies, directed_graph  # noqa: F401 - the fixture, shared
+from volume_oracle import brute_volume
 
 from distgcn.prepare import GraphOptions, prepare_graph
 from partition.models import compute_parts
@@ -183,8 +184,6 @@ def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit(device: str):
     """The int64 torch form (what a GPU rank computes) and the numpy mask, against the definition in Python ints:
     edge e = mix64(dst · GOLDEN + key) + src, head k kept iff lane k mod 4 of mix64(e · ceil(K/4) + key · GOLDEN
     + k div 4) is at least round(p · 65536); ids past 2**63 included."""
-    from test_hashing import MASK, PHI_INCREMENT, oracle_mix64
-
     from distgcn.gat import attention_key, edge_keep_mask, scaled_edge_mask_torch
 
     rng = np.random.default_rng(7)

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, distgcn_in_process, mpiexec
-from test_faults import alive, descendants, rank_pid
-from test_slurm_resume import assert_finished_like_uninterrupted, release_requeued, submit, wait_for_checkpoint
-from test_slurm_resume import setup  # noqa: F401 - the fixture: a 2-part partition and its reference weights
+from processes import alive, descendants, rank_pid
+from slurm_jobs import assert_finished_like_uninterrupted, release_requeued, submit, wait_for_checkpoint
+from slurm_jobs import resume_partition  # noqa: F401 - the fixture: a 2-part partition and its reference weights
 
 from distgcn.checkpoint import list_checkpoints, read_checkpoint
 from distgcn.faults import SLOW_ENV
@@ -240,10 +240,10 @@ def test_stats_into_a_closed_pipe_ends_quietly(tmp_path):
 
 
 @pytest.mark.slow
-def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster, setup, tmp_path):
+def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster, resume_partition, tmp_path):
     """train-cpu.sbatch under a real Slurm: the warning (as --signal=USR1@120 sends it) stops the job at an
     epoch boundary with a checkpoint, the script requeues it, and the next run ends like an uninterrupted one."""
-    part, reference = setup
+    part, reference = resume_partition
     job = submit(slurm_cluster, tmp_path, part, "--requeue")
     wait_for_checkpoint(slurm_cluster, job, tmp_path / "ckpt", 10)
     slurm_cluster.command("scancel", "--signal=USR1", str(job))  # the job steps' tasks, not the batch shell

@@ -20,7 +20,7 @@ import pytest
 import torch
 from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
 from reference import reference_train
-from test_training import brute_volume, directed_graph  # noqa: F401 - directed_graph is a fixture
+from volume_oracle import brute_volume
 
 import distgcn
 from distgcn.errors import InputError
@@ -131,13 +131,13 @@ def test_nccl_without_a_gpu_is_a_clear_error() -> None:
 # ---- gloo on CPUs: equivalence, under mpiexec and torchrun ------------------------------------
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_gloo_under_mpiexec_equals_single_process(tmp_path, directed_graph, ranks):  # noqa: F811
+def test_gloo_under_mpiexec_equals_single_process(tmp_path, directed_graph, ranks):
     proc = run_distgcn(train_args(directed_graph, tmp_path, "random", "gloo"), ranks=ranks)
     assert proc.returncode == 0, proc.stderr
     check_equals_reference(directed_graph, tmp_path, "random", ranks)
 
 
-def test_gloo_under_torchrun_equals_single_process(tmp_path, directed_graph):  # noqa: F811
+def test_gloo_under_torchrun_equals_single_process(tmp_path, directed_graph):
     proc = torchrun(["-m", "distgcn", *train_args(directed_graph, tmp_path, "contiguous", "gloo")], ranks=3)
     assert proc.returncode == 0, proc.stderr
     check_equals_reference(directed_graph, tmp_path, "contiguous", 3)
@@ -146,7 +146,7 @@ def test_gloo_under_torchrun_equals_single_process(tmp_path, directed_graph):  #
 # ---- failures end the job, and wrong launches are clear errors at start ------------------------
 
 @pytest.mark.parametrize("launcher", ["mpiexec", "torchrun"])
-def test_failing_rank_takes_the_gloo_job_down_quickly(directed_graph, launcher):  # noqa: F811
+def test_failing_rank_takes_the_gloo_job_down_quickly(directed_graph, launcher):
     args = ["train", "--graph", directed_graph, "--features", "8", "--classes", "3", "--epochs", "50",
             "--backend", "gloo"]
     env = {"DISTGCN_FAIL_AT": "1:3"}
@@ -256,7 +256,7 @@ def test_predicted_peak_memory_within_25_percent_on_cpu(tmp_path, kernel: str):
 # ---- NCCL on GPUs ------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
-def test_nccl_under_torchrun_equals_single_process(tmp_path, directed_graph):  # noqa: F811
+def test_nccl_under_torchrun_equals_single_process(tmp_path, directed_graph):
     ranks = min(2, torch.cuda.device_count())
     proc = torchrun(["-m", "distgcn", *train_args(directed_graph, tmp_path, "random", "nccl")], ranks=ranks)
     assert proc.returncode == 0, proc.stderr

@@ -15,8 +15,9 @@ import time
 import numpy as np
 import pytest
 
-from conftest import dataset, distgcn_in_process, run_distgcn, run_distgcn_in_process
+from conftest import cora_accuracies, dataset, distgcn_in_process, run_distgcn, run_distgcn_in_process
 from reference import reference_train
+from volume_oracle import brute_volume
 
 from distgcn.prepare import GraphOptions, prepare_graph
 from partition.models import compute_parts
@@ -25,31 +26,10 @@ EPOCHS = 4
 SEED = 3
 
 
-@pytest.fixture(scope="module")
-def directed_graph(tmp_path_factory) -> str:
-    """A seeded random directed SNAP edge list (ids not 0..n-1) with random features and labels."""
-    rng = np.random.default_rng(11)
-    n, m = 150, 700
-    ids = np.sort(rng.choice(10_000, size=n, replace=False))
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    path = tmp_path_factory.mktemp("graphs") / "directed.txt"
-    lines = ["# directed test graph"] + [f"{ids[s]}\t{ids[d]}" for s, d in zip(src, dst) if s != d]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
 def graph_args(name: str, directed_graph: str) -> tuple[str, list[str]]:
     if name == "cora":
         return str(dataset("cora_planetoid")), []
     return directed_graph, ["--features", "8", "--classes", "3"]
-
-
-def brute_volume(a_hat, parts: np.ndarray) -> tuple[int, int]:
-    """Rows and messages of one SpMM, counted pair by pair."""
-    coo = a_hat.tocoo()
-    pairs = {(int(parts[v]), int(u)) for v, u in zip(coo.row, coo.col) if parts[v] != parts[u]}
-    messages = {(p, int(parts[u])) for p, u in pairs}
-    return len(pairs), len(messages)
 
 
 def train(args: list[str], ranks: int, in_process: bool) -> None:
@@ -138,18 +118,6 @@ def test_cli_prints_epochs_and_summary(directed_graph):
     assert sum(line.startswith("epoch") for line in lines) == 3  # rank 0 only
     assert any(line.startswith("done: 3 epochs on 2 rank(s)") for line in lines)
     assert any("halo rows" in line and "messages" in line for line in lines)
-
-
-def cora_accuracies(tmp_path, settings: list[str], run) -> list[float]:
-    """The last epoch's test accuracy on Cora for seeds 0-4, each run trained by ``run(args)``."""
-    cora = str(dataset("cora_planetoid"))
-    accuracies = []
-    for seed in range(5):
-        metrics = tmp_path / f"m{seed}.jsonl"
-        done = run(["train", "--graph", cora, *settings, "--seed", str(seed), "--metrics", str(metrics), "--quiet"])
-        assert done.returncode == 0, done.stderr
-        accuracies.append(json.loads(metrics.read_text().splitlines()[-1])["test_acc"])
-    return accuracies
 
 
 @pytest.mark.slow

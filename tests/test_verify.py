@@ -253,7 +253,7 @@ def test_checkpoint_whose_state_does_not_fit_is_refused(tmp_path):
 
 def test_one_forged_id_in_a_musae_or_planetoid_dataset_is_refused_before_allocating(tmp_path):
     """Before: a feature id of 10^12 (MUSAE) or a test id of 10^12 (Planetoid) sized a dense array from it."""
-    from test_loaders import make_musae, make_planetoid
+    from tiny_datasets import make_musae, make_planetoid
 
     musae = tmp_path / "musae"
     make_musae(musae, features={"0": [0, 10**12], "1": [1], "2": [], "3": [2]})
