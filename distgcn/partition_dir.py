@@ -28,13 +28,15 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from . import signals
 from .config import VERTEX_ORDERS
 from .errors import InputError
 from .graph import Graph
@@ -178,8 +180,7 @@ def write_directory(out: Path, fields: dict, parts: np.ndarray, shards: Iterable
     old directory is replaced).
     """
     nparts = int(metrics["parts"])
-    staging = make_staging(out)
-    try:
+    with staging_directory(out) as staging:
         write_parts(staging, parts)
         entries = []
         identity: tuple[str, str] | None = None
@@ -197,9 +198,6 @@ def write_directory(out: Path, fields: dict, parts: np.ndarray, shards: Iterable
             raise ValueError(f"{len(entries)} shards for {nparts} parts")
         meta = directory_meta(staging, fields, *identity, info, metrics, source, vertex_order, entries)
         finish_directory(staging, out, meta, force=force, inputs=inputs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     progress.info(f"wrote {out} ({nparts} shards)")
     return meta
 
@@ -208,26 +206,37 @@ STAGING_OWNER = ".distgcn-staging"
 """A staging directory's first file: the host and process that write it (removed before the rename into place)."""
 
 
-def make_staging(out: Path) -> Path:
-    """A new directory next to ``out``, where its contents are written before it is renamed into place.
+@contextmanager
+def staging_directory(out: Path) -> Iterator[Path]:
+    """A new directory next to ``out``, where its contents are written before it is renamed into place;
+    removed if the block fails or is stopped by a signal, kept if it ends normally.
 
     First removes the staging directories of ``out`` that killed runs left
     behind (:func:`remove_abandoned_staging`): at 10^8 edges each holds GBs.
+    A stop signal between making the directory and writing its owner file is
+    raised only once both are done, here, where the cleanup sees it.
     """
     remove_abandoned_staging(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
-    owner = {"host": socket.gethostname(), "pid": os.getpid()}
-    (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
-    return staging
+    staging: Path | None = None
+    try:
+        with signals.stops_deferred():
+            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+            umask = os.umask(0)
+            os.umask(umask)
+            staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
+            owner = {"host": socket.gethostname(), "pid": os.getpid()}
+            (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
+        yield staging
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def remove_abandoned_staging(out: Path) -> None:
     """Delete the staging directories of ``out`` whose writer is gone, saying so on stderr.
 
-    Only a directory named as :func:`make_staging` names them, holding its
+    Only a directory named as :func:`staging_directory` names them, holding its
     owner file, written on this host by a process that no longer exists (a
     SIGKILL, a node's OOM killer) is removed. Anything else, a staging
     directory of another host or of a live run included, is left alone.

@@ -40,7 +40,8 @@ import struct
 import termios
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -101,6 +102,10 @@ class _State:
         self.raised = False
         self.reported = False
         self.deadline_set = False
+        self.deferring = 0
+        """How many :func:`stops_deferred` blocks the main thread is in."""
+        self.deferred: int | None = None
+        """A stop signal that arrived in such a block, raised when the outermost one ends."""
 
 
 _state = _State()
@@ -186,11 +191,43 @@ def _stops_now(signum: int) -> bool:
     return signum in STOP_SIGNALS or not _state.defer_warning
 
 
+@contextmanager
+def stops_deferred() -> Iterator[None]:
+    """Hold back a stop signal's :class:`Interrupted` while the block runs, and raise it when the block ends.
+
+    For the few steps between making something and the point from which a cleanup owns it: a staging
+    directory is made, then its owner file written, and an Interrupted in between would leave it where no
+    cleanup looks (seen once in CI). Keep such a block short: the watcher still ends a process that has not
+    unwound :data:`GRACE_S` seconds after the signal. Outside the main thread (which alone runs the
+    handler) it changes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _state.deferring += 1
+    try:
+        yield
+    finally:
+        _state.deferring -= 1
+    if _state.deferring == 0 and _state.deferred is not None:
+        signum, _state.deferred = _state.deferred, None
+        _raise_once(signum)
+
+
 def _python_handler(signum: int, frame: object) -> None:
     if signum == WARNING_SIGNAL:
         _state.warning.set()
     if not _stops_now(signum) or _state.job is not None:
         return  # a deferred warning, or a job the watcher thread takes down
+    if _state.deferring:
+        with _state.lock:
+            _state.stopping = signum if _state.stopping is None else _state.stopping
+            _state.deferred = signum if _state.deferred is None else _state.deferred
+        return
+    _raise_once(signum)
+
+
+def _raise_once(signum: int) -> None:
     with _state.lock:
         first = not _state.raised
         _state.raised = True

@@ -46,7 +46,7 @@ from distgcn.errors import InputError
 from distgcn.faults import inject_shard_fault
 from distgcn.npy_files import read_npy, read_npy_header
 from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_source,
-                                   input_paths, make_staging, partition_id, write_parts, write_shard)
+                                   input_paths, partition_id, staging_directory, write_parts, write_shard)
 from distgcn.prepare import GraphOptions
 from distgcn.progress import Progress
 from distgcn.shard import Shard
@@ -288,16 +288,11 @@ def _prepare_on_root(options: GraphOptions, out: Path, nparts: int, model: str, 
     data, a_hat, parts, info = load_and_partition(options, nparts, model, progress, **partitioning)
     identity = ShardIdentity(nparts, a_hat.shape[0], data.num_classes,
                              partition_id(data.fingerprint, parts, nparts), data.fingerprint)
-    staging = make_staging(out)
-    try:
-        with progress.phase("writing the graph for the ranks") as phase:
-            write_parts(staging, parts)
-            symmetric = write_scratch(staging / SCRATCH, data, a_hat)
-            phase.finish("Â symmetric: the ranks read their rows of Âᵀ from it" if symmetric else
-                         "with Âᵀ's pattern")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with staging_directory(out) as staging, progress.phase("writing the graph for the ranks") as phase:
+        write_parts(staging, parts)
+        symmetric = write_scratch(staging / SCRATCH, data, a_hat)
+        phase.finish("Â symmetric: the ranks read their rows of Âᵀ from it" if symmetric
+                     else "with Âᵀ's pattern")
     meta_parts = {"fields": data.fields, "info": info, "source": graph_source(options)}
     return RankJob(str(staging), identity, symmetric, vertex_order), meta_parts
 

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -194,6 +195,42 @@ def test_a_signalled_partition_leaves_no_staging_directory(tmp_path):
     assert job.returncode == 143, stderr
     _assert_one_line(stderr, "SIGTERM")
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_a_stop_signal_just_after_the_staging_directory_is_made_still_removes_it(tmp_path, monkeypatch):
+    """Why the test above failed once in CI: the SIGTERM was handled between mkdtemp and the point from which a
+    cleanup owned the new directory, and it stayed. Here the handler runs right there, as Python would run it at
+    that bytecode: Interrupted must come once the owner file is written, and the directory must be gone."""
+    from distgcn import partition_dir, signals
+    made: list[Path] = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp_then_signal(*args, **kwargs) -> str:
+        made.append(Path(real_mkdtemp(*args, **kwargs)))
+        signals._python_handler(signal.SIGTERM, None)
+        return str(made[-1])
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp_then_signal)
+    signals._state.reset()
+    try:
+        with pytest.raises(signals.Interrupted):
+            with partition_dir.staging_directory(tmp_path / "part"):
+                pytest.fail("the block ran: the stop signal should have ended it first")
+        assert len(made) == 1 and not made[0].exists()
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        signals._state.reset()
+
+
+def test_a_staging_directory_is_kept_when_its_block_ends_and_removed_when_it_fails(tmp_path):
+    from distgcn.partition_dir import STAGING_OWNER, staging_directory
+    with staging_directory(tmp_path / "part") as kept:
+        (kept / "x").write_text("1")
+    assert sorted(p.name for p in kept.iterdir()) == [STAGING_OWNER, "x"]
+    with pytest.raises(ValueError):
+        with staging_directory(tmp_path / "other") as failed:
+            raise ValueError("stop")
+    assert not failed.exists() and list(tmp_path.iterdir()) == [kept]
 
 
 def test_a_staging_directory_left_by_sigkill_is_removed_by_the_next_partition(tmp_path):
