@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import signals
-from .config import VERTEX_ORDERS
 from .errors import InputError
 from .graph import Graph
 from .prepare import GraphOptions
