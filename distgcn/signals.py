@@ -209,9 +209,9 @@ def stops_deferred() -> Iterator[None]:
         yield
     finally:
         _state.deferring -= 1
-    if _state.deferring == 0 and _state.deferred is not None:
-        signum, _state.deferred = _state.deferred, None
-        _raise_once(signum)
+        if _state.deferring == 0 and _state.deferred is not None:
+            signum, _state.deferred = _state.deferred, None
+            _raise_once(signum)  # also when the block failed: the stop, not that error, ends the process
 
 
 def _python_handler(signum: int, frame: object) -> None:

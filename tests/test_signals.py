@@ -222,6 +222,22 @@ def test_a_stop_signal_just_after_the_staging_directory_is_made_still_removes_it
         signals._state.reset()
 
 
+def test_a_stop_held_back_in_a_block_that_fails_is_still_raised():
+    """A block that ends with its own error must not swallow the stop it held back: the process would end
+    with that error's status instead of the signal's (and a job's other ranks would not learn of the stop)."""
+    from distgcn import signals
+    signals._state.reset()
+    try:
+        with pytest.raises(signals.Interrupted) as raised:
+            with signals.stops_deferred():
+                signals._python_handler(signal.SIGTERM, None)
+                raise OSError("disk full")
+        assert raised.value.signum == signal.SIGTERM
+        assert isinstance(raised.value.__context__, OSError)
+    finally:
+        signals._state.reset()
+
+
 def test_a_staging_directory_is_kept_when_its_block_ends_and_removed_when_it_fails(tmp_path):
     from distgcn.partition_dir import STAGING_OWNER, staging_directory
     with staging_directory(tmp_path / "part") as kept:
