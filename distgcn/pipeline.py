@@ -25,7 +25,7 @@ import numpy as np
 from partition.models import GIL_HOLDING_MODELS
 from partition.scatter import build_and_scatter
 
-from . import csr_kernel, dropout_kernel, memory, signals, soundness
+from . import csr_kernel, dropout_kernel, logits_kernel, memory, signals, soundness
 from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
 from .collective import CollectiveInputError, agree
 from .config import ConfigError, MinibatchConfig, RunConfig, SourceConfig, TrainConfig
@@ -257,6 +257,7 @@ def _compile_kernels(kernel: str, train: TrainConfig, halo: bool) -> None:
     prediction holds from the first run on: compiled beside the shard, they left ~330 MB more resident); ``halo``:
     there are other ranks, so the halo blocks' transpose products too."""
     dtype = np.dtype(train.dtype)
+    logits_kernel.compile_now(dtype)
     if train.dropout > 0:
         dropout_kernel.compile_now(dtype, train.hidden)
     if kernel == "numba":

@@ -16,41 +16,49 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from . import activation_buffers
+from . import activation_buffers, logits_kernel
 from .sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
 
 
 class _CrossEntropies(torch.autograd.Function):
-    """Each row's log Σ exp(z) − z[label]; the backward pass forms softmax(z) − onehot(label) in one buffer.
+    """Each row's log Σ exp(z) − z[label]; the forward pass also forms the gradient softmax(z) − onehot(label), so
+    that the backward pass only scales it.
 
     Autograd's own backward of that expression (logsumexp's and the gather's, then their sum) held two more
     buffers of z's size at once, which raised the peak of a rank at scale 23 by 70 MiB (docs/performance.md).
     With ``rows``, the loss is of those rows of z only, and the gradient of all of z (zero elsewhere) is
     written into a kept buffer (:mod:`distgcn.activation_buffers`), as ``index_select``'s backward would have
-    allocated it anew; same bits.
+    allocated it anew; same bits. On the CPU both passes are compiled (:mod:`distgcn.logits_kernel`).
     """
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor,  # type: ignore[override]
                 rows: torch.Tensor | None) -> torch.Tensor:
         ctx.all_rows = logits.shape
-        picked = logits if rows is None else logits.index_select(0, rows)
-        log_sums = torch.logsumexp(picked, dim=1)
-        ctx.save_for_backward(picked, log_sums, labels, rows)
-        return log_sums - picked.gather(1, labels.unsqueeze(1)).squeeze(1)
+        if logits_kernel.compiled(logits):
+            losses, gradient = logits_kernel.cross_entropies(logits, labels, rows)
+        else:
+            picked = logits if rows is None else logits.index_select(0, rows)
+            log_sums = torch.logsumexp(picked, dim=1)
+            losses = log_sums - picked.gather(1, labels.unsqueeze(1)).squeeze(1)
+            gradient = torch.sub(picked, log_sums.unsqueeze(1)).exp_()
+            gradient.scatter_add_(1, labels.unsqueeze(1), torch.full_like(log_sums, -1.0).unsqueeze(1))
+        ctx.save_for_backward(gradient, rows)
+        return losses
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        picked, log_sums, labels, rows = ctx.saved_tensors
-        grad_picked = torch.sub(picked, log_sums.unsqueeze(1)).exp_()
-        grad_picked.scatter_add_(1, labels.unsqueeze(1), torch.full_like(log_sums, -1.0).unsqueeze(1))
-        grad_picked.mul_(grad.unsqueeze(1))
+        gradient, rows = ctx.saved_tensors
+        if logits_kernel.compiled(gradient):
+            grad_logits = activation_buffers.empty(ctx.all_rows, gradient.dtype, gradient.device)
+            return logits_kernel.scatter_scaled_rows(gradient, grad, rows, grad_logits), None, None
+        scaled = gradient * grad.unsqueeze(1)
         if rows is None:
-            return grad_picked, None, None
-        grad_logits = activation_buffers.empty(ctx.all_rows, picked.dtype, picked.device).zero_()
-        return grad_logits.index_add_(0, rows, grad_picked), None, None
+            return scaled, None, None
+        grad_logits = activation_buffers.empty(ctx.all_rows, gradient.dtype, gradient.device).zero_()
+        return grad_logits.index_add_(0, rows, scaled), None, None
 
 
 def cross_entropies(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -58,8 +66,8 @@ def cross_entropies(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tens
     with ``rows`` (positions, each once), of ``logits.index_select(0, rows)``.
 
     torch's CPU log_softmax is slow over few classes: [41084, 8] float32 on one thread took 4.9 ms forward and
-    7.8-9.7 ms with its backward, this 1.1 and 3.2 ms (docs/performance.md). logsumexp subtracts the row's largest
-    logit first, so large logits do not overflow.
+    7.8-9.7 ms with its backward, logsumexp and its gradient 1.1 and 3.2 ms, the compiled passes less again
+    (docs/performance.md). The row's largest logit is subtracted first, so large logits do not overflow.
     """
     return _CrossEntropies.apply(logits, labels, rows)
 

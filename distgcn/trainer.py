@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from . import logits_kernel
 from .activation_buffers import kept_between_epochs
 from .broadcast import broadcast_plan
 from .checkpoint import capture_rng_states, restore_rng_states
@@ -179,7 +180,7 @@ class Trainer:
     def correct_counts(self, epoch: int) -> dict[str, int]:
         """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
         self.model.eval()
-        predicted = self._forward(epoch).argmax(dim=1)
+        predicted = logits_kernel.predicted_classes(self._forward(epoch))
         hits = predicted == self.labels
         return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
 
