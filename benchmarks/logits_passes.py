@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable
 
 from distgcn import allocator
 
@@ -23,15 +21,7 @@ import torch  # noqa: E402
 
 from distgcn import logits_kernel  # noqa: E402
 from distgcn.steps import cross_entropies  # noqa: E402
-
-
-def median_ms(function: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from timing import median_ms  # noqa: E402
 
 
 def main() -> None:
