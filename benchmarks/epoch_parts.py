@@ -6,8 +6,10 @@ Runs the real ``distgcn train`` on a one-part partition in this process and adds
 of each kind of call: the local SpMM (``spmm``: ``csr_kernel.add_product``; ``spmm_t``: the halo transpose
 product), the dropout kernels (``drop_x_W``: dropout(X)·W in one pass, ``drop_x_W_bwd`` its backward,
 ``dropout``: a dropout alone), the dense products (``x_W``; ``x_W+b``: a product with the bias added, the forward of a layer that
-multiplies by Â first; ``grad_W``: every weight gradient) and Adam's step. ``rest`` is the epoch
-(``epoch_s``, evaluation included) less all of those: torch's elementwise passes, the loss, autograd and Python.
+multiplies by Â first; ``grad_W``: every weight gradient), the passes over the logits (``loss``: the loss and
+its gradient rows, ``loss_bwd``: their scatter into the gradient of all rows, ``argmax``: the predicted classes)
+and Adam's step. ``rest`` is the epoch (``epoch_s``, evaluation included) less all of those: torch's elementwise
+passes, autograd and Python.
 Medians over the epochs after ``--warmup``. torch.profiler (benchmarks/profile_epoch.py) is not used because it
 slows numba's parallel regions (docs/performance.md, thirteenth round); this shows which parts scale with
 ``--threads`` and which do not.
@@ -28,7 +30,7 @@ allocator.prefer_huge_pages()  # before torch's import, as the train command doe
 
 import torch  # noqa: E402
 
-from distgcn import csr_kernel, dense, dropout, dropout_kernel, trainer  # noqa: E402
+from distgcn import csr_kernel, dense, dropout, dropout_kernel, logits_kernel, trainer  # noqa: E402
 from distgcn.cli import main  # noqa: E402
 
 spent: dict[str, float] = collections.defaultdict(float)
@@ -52,7 +54,9 @@ def time_calls() -> None:
         ([dropout_kernel], "dropped_product", "drop_x_W"),
         ([dropout_kernel], "dropped_product_backward", "drop_x_W_bwd"),
         ([dropout_kernel], "masked_scale", "dropout"),
-        ([dense, dropout], "times_weight", "x_W"), ([dense, dropout], "weight_gradient", "grad_W")]
+        ([dense, dropout], "times_weight", "x_W"), ([dense, dropout], "weight_gradient", "grad_W"),
+        ([logits_kernel], "cross_entropies", "loss"), ([logits_kernel], "scatter_scaled_rows", "loss_bwd"),
+        ([logits_kernel], "predicted_classes", "argmax")]
     for modules, name, label in parts:
         function = timed(getattr(modules[0], name), label)
         for module in modules:
