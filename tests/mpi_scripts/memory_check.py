@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn import csr_kernel
+from distgcn import csr_kernel, logits_kernel
 from distgcn.distribute import load_own_shard
 from distgcn.dropout import keyed_dropout
 from distgcn.partition_dir import shard_filename
@@ -56,6 +56,8 @@ def main() -> None:
     transport = make_transport(backend)
     device = transport.device
     warm_up(device)
+    if device.type == "cpu":  # as pipeline._compile_kernels does for every CPU run
+        logits_kernel.compile_now(np.dtype(dtype))
     if kernel == "numba":  # as the train pipeline does before it loads a shard (pipeline._compile_kernels): numba's
         csr_kernel.compile_now(np.dtype(dtype), [int(hidden)])  # compiler is a library cost, not the trainer's
     gc.collect()
