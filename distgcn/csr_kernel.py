@@ -127,11 +127,16 @@ def _compiled(width: int = 0):
                             row = dense[indices[k]]
                             for c in range(columns):
                                 acc[c] += a * row[c]
-                    if accumulate:
+                    if width:  # whole vectors: read item by item, the registers were split at every row's end
+                        if accumulate:
+                            llvm.write_row(out, i, sums, width, True)
+                        elif stream:
+                            llvm.stream_row(out, i, sums, width)
+                        else:
+                            llvm.write_row(out, i, sums, width, False)
+                    elif accumulate:
                         for c in range(columns):
                             out[i, c] += acc[c]
-                    elif width and stream:
-                        llvm.stream_row(out, i, sums, width)
                     else:
                         for c in range(columns):
                             out[i, c] = acc[c]

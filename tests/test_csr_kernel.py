@@ -142,6 +142,14 @@ def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_ro
     assert "!nontemporal" in compiled and "fence seq_cst" in compiled
 
 
+@pytest.mark.parametrize("width", [16, 64])
+def test_the_width_compiled_loop_writes_its_rows_in_whole_vectors(width: int) -> None:
+    """A row's sums stay in vector registers to the end: written or added item by item, LLVM took the registers
+    apart into items at every row's end, on every path (64 extractelements at 64 columns; 7-10 % of the loop's
+    time with H in L1, docs/performance.md, sixteenth round)."""
+    assert "extractelement" not in _fresh_llvm(width)
+
+
 @pytest.mark.parametrize("width", [16, 64, 0])
 def test_the_loop_knows_its_cache_line_and_width_when_compiled(width: int) -> None:
     """Values numba passes into a parallel loop's body arrive as arguments, unknown to the compiler: the prefetch
