@@ -89,6 +89,7 @@ def _compiled(width: int = 0):
 
     ahead = np.uint64(PREFETCH_AHEAD)
     far_ahead = np.uint64(FAR_PREFETCH_AHEAD)
+    intrinsics = llvm.SOURCE_DIGEST
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
     # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value. Positions in
@@ -96,6 +97,7 @@ def _compiled(width: int = 0):
     # a negative value (with H cache-resident, 1.2x faster than signed).
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
     def csr_product(indptr, indices, data, dense, out, bounds, workers, next_block, accumulate, stream, far):
+        llvm.keyed_to(intrinsics)  # compiled again when an intrinsic changes
         end_of_indices = np.uint64(indices.shape[0])
         blocks = bounds.shape[0] - 1
         for _ in numba.prange(workers):  # one per thread, each claiming blocks until none is left
@@ -157,8 +159,11 @@ def _compiled_transpose(width: int = 0):
 
     from . import llvm_intrinsics as llvm
 
+    intrinsics = llvm.SOURCE_DIGEST
+
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
     def csr_transpose_product(indptr, indices, data, dense, out, bounds):
+        llvm.keyed_to(intrinsics)  # compiled again when an intrinsic changes
         one = np.uint64(1)
         for b in numba.prange(bounds.shape[0] - 1):
             first, stop = bounds[b], bounds[b + 1]

@@ -107,10 +107,12 @@ def backward_loop(width: int = 0):
     in: loops over a compiled-in width were slower at 16 columns than over the width read at run time."""
     from . import llvm_intrinsics as llvm  # a module, not its functions: closure cells must pickle alike in every
     # process, or numba's cache never finds the loop again
+    intrinsics = llvm.SOURCE_DIGEST
 
     @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
     def dropped_product_backward(x, grad, row_ids, base, threshold, scale, weight_t, grad_x, want_grad_x, partials,
                                  relu):
+        llvm.keyed_to(intrinsics)  # compiled again when an intrinsic changes
         rows = x.shape[0]
         zero = x.dtype.type(0)
         blocks = partials.shape[0]

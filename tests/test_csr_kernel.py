@@ -211,8 +211,10 @@ def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
 CACHE_HITS = """
 import sys
 import numpy as np
-from distgcn import csr_kernel
+from distgcn import csr_kernel, llvm_intrinsics
 
+if len(sys.argv) > 1:  # llvm_intrinsics.py as if edited since the loops were cached
+    llvm_intrinsics.SOURCE_DIGEST = sys.argv[1]
 csr_kernel.compile_now(np.dtype(np.float32), [64, 5000])  # a width compiled in, and the run-time-width loop
 print(sum(sum(csr_kernel._compiled(width).stats.cache_hits.values()) for width in (64, 0)))
 """
@@ -226,6 +228,19 @@ def test_a_second_process_loads_the_loops_from_numbas_cache(tmp_path) -> None:
     hits = [subprocess.run([sys.executable, "-c", CACHE_HITS], capture_output=True, text=True, env=env, timeout=300,
                            check=True).stdout.split()[-1] for _ in range(2)]
     assert hits == ["0", "2"]
+
+
+def test_a_changed_intrinsic_compiles_the_loops_again(tmp_path) -> None:
+    """numba's cache finds a loop by its own file and closure, not by llvm_intrinsics.py: a loop cached before an
+    intrinsic changed was loaded unchanged. The loops keep that file's digest in their closure; another digest is a
+    cache miss, the same digest a hit."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def hits(*digest: str) -> str:
+        return subprocess.run([sys.executable, "-c", CACHE_HITS, *digest], capture_output=True, text=True, env=env,
+                              timeout=300, check=True).stdout.split()[-1]
+
+    assert [hits(), hits("edited"), hits("edited"), hits()] == ["0", "0", "2", "2"]
 
 
 def test_strided_operands_give_the_product_or_a_clear_error() -> None:
