@@ -9,8 +9,8 @@ round 1.3-2.2x more; of a copy on the same two threads, the fourteenth round's
 Zen 1 host: 21-30 %, docs/performance.md):
 
 - the loop is compiled for its width, and a row's sums live in vector
-  registers (a stack array that never escapes, added to in whole vectors:
-  :mod:`distgcn.llvm_intrinsics`);
+  registers (a stack array that never escapes, added to and written out in
+  whole vectors: :mod:`distgcn.llvm_intrinsics`);
 - the row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
   for now, which the hardware prefetcher cannot guess; the row FAR_PREFETCH_AHEAD
   places on may also be asked into L2, so that more rows are on their way than
