@@ -18,7 +18,6 @@ how far apart their times are.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -32,20 +31,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from distgcn import csr_kernel  # noqa: E402
-from matrices import rcm_adjacency  # noqa: E402
+from matrices import product_arguments, rcm_matrix_on_threads  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graph", required=True)
-    parser.add_argument("--symmetrize", action="store_true")
-    parser.add_argument("--widths", default="16,64")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = product_arguments(__doc__.splitlines()[0], threads=2)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    a = rcm_adjacency(args.graph, args.symmetrize)
+    a = rcm_matrix_on_threads(args)
     halves = csr_kernel.row_blocks(a.indptr, 2)
     if args.threads == 1:
         variants = {f"half {h}": halves[h:h + 2] for h in (0, 1)}

@@ -21,12 +21,11 @@ the target is the code's to meet, not excluded by the machine.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import os
 
-from matrices import rcm_adjacency
+from matrices import product_arguments, rcm_matrix_on_threads
 from spmm_kernels import Bandwidth, traffic
 from timing import median_of_round_medians
 
@@ -103,17 +102,10 @@ def fewest_row_fetches(indices: np.ndarray, capacity: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graph", required=True)
-    parser.add_argument("--symmetrize", action="store_true")
-    parser.add_argument("--widths", default="16,64")
+    parser = product_arguments(__doc__.splitlines()[0])
     parser.add_argument("--cache-mib", default="0.5,8.5", help="cache sizes for H (e.g. one core's L2; L2 + L3)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    a = rcm_adjacency(args.graph, args.symmetrize)
+    a = rcm_matrix_on_threads(args)
     bandwidth = Bandwidth("train")
     for _ in range(3):
         bandwidth.sample()

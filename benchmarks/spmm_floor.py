@@ -14,7 +14,6 @@ at M = 1 is the loop's own floor (its loads, multiply-adds and prefetches). Y = 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -28,22 +27,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from distgcn import csr_kernel  # noqa: E402
-from matrices import rcm_adjacency  # noqa: E402
+from matrices import product_arguments, rcm_matrix_on_threads  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graph", required=True)
-    parser.add_argument("--symmetrize", action="store_true")
-    parser.add_argument("--widths", default="16,64")
+    parser = product_arguments(__doc__.splitlines()[0])
     parser.add_argument("--rows-of-h", default="1,256,4096,16384,65536",
                         help="the M values (rows of H gathered from); the real product (M = n) is always added")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    a = rcm_adjacency(args.graph, args.symmetrize)
+    a = rcm_matrix_on_threads(args)
     spans = [int(m) for m in args.rows_of_h.split(",") if int(m) < a.shape[0]] + [a.shape[0]]
     for width in (int(w) for w in args.widths.split(",")):
         h = torch.empty((a.shape[0], width)).numpy()
