@@ -17,13 +17,13 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn import csr_kernel, logits_kernel
 from distgcn.distribute import load_own_shard
 from distgcn.dropout import keyed_dropout
 from distgcn.partition_dir import shard_filename
 from distgcn.transport.setup import make_transport
 from distgcn.config import TrainConfig
 from distgcn.memory import predict, shard_sizes
+from distgcn.pipeline import _compile_kernels
 from distgcn.trainer import Trainer
 
 
@@ -56,10 +56,11 @@ def main() -> None:
     transport = make_transport(backend)
     device = transport.device
     warm_up(device)
-    if device.type == "cpu":  # as pipeline._compile_kernels does for every CPU run
-        logits_kernel.compile_now(np.dtype(dtype))
-    if kernel == "numba":  # as the train pipeline does before it loads a shard (pipeline._compile_kernels): numba's
-        csr_kernel.compile_now(np.dtype(dtype), [int(hidden)])  # compiler is a library cost, not the trainer's
+    config = TrainConfig(layers=int(layers), hidden=(int(hidden),), epochs=int(epochs), dtype=dtype)
+    if device.type == "cpu":  # the train pipeline's own step before it loads a shard: numba's compiler is a library
+        # cost, not the trainer's. Mirrored by hand, it drifted twice: a loop left out compiled inside the measured
+        # window, +30 MB with numba's cache empty and +71 MB with its index holding other widths' loops
+        _compile_kernels(kernel, config, transport.size > 1)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -69,7 +70,6 @@ def main() -> None:
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
         baseline = status_kib("VmRSS") * 1024
     shard = load_own_shard(transport, directory)
-    config = TrainConfig(layers=int(layers), hidden=(int(hidden),), epochs=int(epochs), dtype=dtype)
     trainer = Trainer(shard, transport, config, kernel=kernel)
     for _record in trainer.epochs():
         pass
