@@ -36,6 +36,7 @@ Imported on first use only (it imports numba), like the kernels.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from llvmlite import binding as llvm
@@ -156,8 +157,8 @@ def write_row(typingctx, out, row, source, count, add):
 
     ``count`` and ``add`` are compile-time constants. A loop that wrote a register-held row item by item made LLVM
     split those registers into items at the end of every row, also on the paths that stored whole vectors
-    (csr_kernel's product, Slashdot RCM, 64 columns, one thread, with H in L1: 8.1 -> 7.4 ms; docs/performance.md,
-    sixteenth round). Adding is one addition per item, as the item-by-item loop: the same bits.
+    (csr_kernel's product, 64 columns, rows of 13 nonzeros, one thread, H in L1: 18.2 -> 16.6 cycles a nonzero;
+    docs/performance.md, sixteenth round). Adding is one addition per item, as the item-by-item loop: the same bits.
     """
     if not (isinstance(out, types.Array) and out.ndim == 2 and out.layout == "C" and isinstance(source, types.CPointer)
             and isinstance(count, types.IntegerLiteral) and isinstance(add, types.BooleanLiteral)
@@ -169,18 +170,13 @@ def write_row(typingctx, out, row, source, count, add):
         item_type = context.get_data_type(signature.args[0].dtype)
         item_size = context.get_abi_sizeof(item_type)
         target = _row_start(context, builder, signature.args[0], args[0], args[1], signature.args[1])
-        start = 0
-        for vector_bytes in (64, 32, 16, item_size):
-            lanes = vector_bytes // item_size
-            vector = ir.VectorType(item_type, lanes) if lanes > 1 else item_type
-            while start + lanes <= items:
-                value = builder.load(builder.bitcast(cgutils.gep(builder, args[2], start), vector.as_pointer()),
-                                     align=item_size)
-                into = builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer())
-                if adding:
-                    value = builder.fadd(builder.load(into, align=item_size), value)
-                builder.store(value, into, align=item_size)
-                start += lanes
+        for start, _, vector in _vector_pieces(item_type, item_size, items):
+            value = builder.load(builder.bitcast(cgutils.gep(builder, args[2], start), vector.as_pointer()),
+                                 align=item_size)
+            into = builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer())
+            if adding:
+                value = builder.fadd(builder.load(into, align=item_size), value)
+            builder.store(value, into, align=item_size)
         return context.get_dummy_value()
 
     return types.void(out, row, source, count, add), codegen
@@ -278,19 +274,24 @@ def _add_scaled(context, builder: ir.IRBuilder, target: ir.Value, source: ir.Val
     """target[:items] += scale * source[:items] in fused multiply-adds on 64-byte vectors, then narrower ones for
     the last items (both pointers to items of ``item_type``, any alignment)."""
     item_size = context.get_abi_sizeof(item_type)
+    for start, lanes, vector in _vector_pieces(item_type, item_size, items):
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.{f'v{lanes}' if lanes > 1 else ''}{_suffix(item_type)}")
+        into = builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer())
+        values = builder.load(builder.bitcast(cgutils.gep(builder, source, start), vector.as_pointer()),
+                              align=item_size)
+        builder.store(builder.call(fma, [_splat(builder, scale, vector, lanes), values,
+                                         builder.load(into, align=item_size)]), into, align=item_size)
+
+
+def _vector_pieces(item_type: ir.Type, item_size: int, items: int) -> Iterator[tuple[int, int, ir.Type]]:
+    """(first item, lanes, LLVM type) of the pieces that cover ``items`` items: 64-byte vectors, then 32- and
+    16-byte ones, then single items for the rest."""
     start = 0
     for vector_bytes in (64, 32, 16, item_size):
         lanes = vector_bytes // item_size
-        vector = ir.VectorType(item_type, lanes) if lanes > 1 else item_type
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                             f"llvm.fma.{f'v{lanes}' if lanes > 1 else ''}{_suffix(item_type)}")
-        splat = _splat(builder, scale, vector, lanes)
         while start + lanes <= items:
-            into = builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer())
-            values = builder.load(builder.bitcast(cgutils.gep(builder, source, start), vector.as_pointer()),
-                                  align=item_size)
-            builder.store(builder.call(fma, [splat, values, builder.load(into, align=item_size)]), into,
-                          align=item_size)
+            yield start, lanes, ir.VectorType(item_type, lanes) if lanes > 1 else item_type
             start += lanes
 
 
