@@ -145,8 +145,8 @@ def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_ro
 @pytest.mark.parametrize("width", [16, 64])
 def test_the_width_compiled_loop_writes_its_rows_in_whole_vectors(width: int) -> None:
     """A row's sums stay in vector registers to the end: written or added item by item, LLVM took the registers
-    apart into items at every row's end, on every path (64 extractelements at 64 columns; 7-10 % of the loop's
-    time with H in L1, docs/performance.md, sixteenth round)."""
+    apart into items at every row's end, on every path (64 extractelements at 64 columns; there 8-16 % of the
+    loop's time on short rows with H in L1, docs/performance.md, sixteenth round)."""
     assert "extractelement" not in _fresh_llvm(width)
 
 
