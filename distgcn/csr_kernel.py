@@ -31,6 +31,18 @@ time (1.4-1.5x with H in L1; docs/performance.md, thirteenth round). Every
 output row is summed by one thread, in the order of its nonzeros, one fused
 multiply-add at a time, so the result is the same bits whatever the number
 of threads, whichever thread takes a block and whichever loop runs.
+
+A row of at most 64 bytes (16 float32 or 8 float64 columns) fits one vector
+register, and summed as one chain each multiply-add waits for the last
+(4-5 cycles). Such rows are summed in two chains instead: the nonzeros at
+even positions of the row (0, 2, 4, ...) and those at odd positions, each in
+order, then the odd sum added to the even one: a fixed order, so still the
+same bits on any number of threads. Slashdot RCM, one process, the one-chain
+loop against this one on the same calls (docs/performance.md, seventeenth
+round, Zen 4): 8 columns 0.84-0.87x the time, 16 columns 0.88-0.92x, on 1
+and 2 threads. Wider rows already give several independent chains (one per
+vector); two chains gained nothing at 32 and 64 columns (0.99-1.03x), so
+they keep one, and their bits.
 """
 
 from __future__ import annotations
@@ -75,8 +87,9 @@ BLOCKS_PER_THREAD = 4
 """Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
 process leaves the rest to the others (Slashdot RCM, 16 columns, two threads, 13th round: 4, 8 and 16 alike)."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
-"""numba's fastmath less ``reassoc``: a row is summed in the order of its nonzeros (each step one fused
-multiply-add), whatever the compiler vectorizes or unrolls, so every loop here gives the same bits."""
+"""numba's fastmath less ``reassoc``: a row is summed in the order the loop states (its nonzeros' order, in one or
+two chains: the module's docstring; each step one fused multiply-add), whatever the compiler vectorizes or unrolls,
+so every loop here gives the same bits."""
 
 
 @cache
@@ -89,6 +102,7 @@ def _compiled(width: int = 0):
 
     ahead = np.uint64(PREFETCH_AHEAD)
     far_ahead = np.uint64(FAR_PREFETCH_AHEAD)
+    one, two = np.uint64(1), np.uint64(2)
     intrinsics = llvm.SOURCE_DIGEST
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
@@ -105,30 +119,45 @@ def _compiled(width: int = 0):
             # which hid these constants from the compiler (the line loop then divided at every nonzero)
             columns = width if width else out.shape[1]
             line = llvm.items_per_line(dense)
-            if width:  # a fixed size on the stack: the compiler keeps it in registers
+            paired = columns <= line  # a row's sums fit one 64-byte vector: two chains (the module's docstring)
+            if width:  # fixed sizes on the stack: the compiler keeps them in registers
                 sums = llvm.stack_buffer(width, out.dtype)
-                acc = numba.carray(sums, width)
+                odd_sums = llvm.stack_buffer(width, out.dtype)
+                acc, odd_acc = numba.carray(sums, width), numba.carray(odd_sums, width)
             else:
-                acc = np.empty(columns, dtype=out.dtype)
+                acc, odd_acc = np.empty(columns, dtype=out.dtype), np.empty(columns, dtype=out.dtype)
             b = llvm.claim_next(next_block)
             while b < blocks:
                 for i in range(bounds[b], bounds[b + 1]):
                     for c in range(columns):
                         acc[c] = 0
-                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                        if far and k + far_ahead < end_of_indices:
-                            for c in range(0, columns, line):
-                                llvm.prefetch(dense, indices[k + far_ahead], c, 1)  # into L2
-                        if k + ahead < end_of_indices:
-                            for c in range(0, columns, line):
-                                llvm.prefetch(dense, indices[k + ahead], c, 3)  # into L1
+                        odd_acc[c] = 0
+                    k, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+                    while k < end:  # a pair of nonzeros; paired: the 1st into acc, the 2nd (if any) into odd_acc
+                        for p in range(k, k + two):  # p past the row's end: the next row's prefetches, made twice
+                            if far and p + far_ahead < end_of_indices:
+                                for c in range(0, columns, line):
+                                    llvm.prefetch(dense, indices[p + far_ahead], c, 1)  # into L2
+                            if p + ahead < end_of_indices:
+                                for c in range(0, columns, line):
+                                    llvm.prefetch(dense, indices[p + ahead], c, 3)  # into L1
                         if width:
                             llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
+                            if k + one < end and paired:
+                                llvm.add_scaled_row(odd_sums, dense, indices[k + one], data[k + one], width)
+                            elif k + one < end:
+                                llvm.add_scaled_row(sums, dense, indices[k + one], data[k + one], width)
                         else:
-                            a = data[k]
-                            row = dense[indices[k]]
-                            for c in range(columns):
-                                acc[c] += a * row[c]
+                            for p in range(k, min(k + two, end)):
+                                a, row, into = data[p], dense[indices[p]], odd_acc if paired and p > k else acc
+                                for c in range(columns):
+                                    into[c] += a * row[c]
+                        k += two
+                    if paired and width:
+                        llvm.add_row_into(sums, odd_sums, width)
+                    elif paired:
+                        for c in range(columns):
+                            acc[c] += odd_acc[c]
                     if width:  # whole vectors: read item by item, the registers were split at every row's end
                         if accumulate:
                             llvm.write_row(out, i, sums, width, True)

@@ -21,6 +21,8 @@
 - :func:`add_scaled_row` and :func:`add_scaled_to_row`: a row times a
   scalar added into the registers, or from them into a row of the output,
   in whole vectors.
+- :func:`add_row_into`: one register-held row added to another, in whole
+  vectors (a row summed in two chains, joined at its end).
 - :func:`keyed_to`: nothing at run time; it keeps :data:`SOURCE_DIGEST` in
   the closure of each loop that calls these intrinsics, so that numba's disk
   cache, keyed on a loop's own source file and closure, misses when this
@@ -180,6 +182,28 @@ def write_row(typingctx, out, row, source, count, add):
         return context.get_dummy_value()
 
     return types.void(out, row, source, count, add), codegen
+
+
+@intrinsic
+def add_row_into(typingctx, sums, other, count):
+    """sums[:count] += other[:count], in whole vectors (64 bytes, then narrower ones for the last items); both are
+    stack buffers of one dtype. ``count`` is a compile-time constant."""
+    if not (isinstance(sums, types.CPointer) and isinstance(other, types.CPointer) and sums.dtype == other.dtype
+            and isinstance(count, types.IntegerLiteral)):
+        return None
+    items = count.literal_value
+
+    def codegen(context, builder, signature, args):
+        item_type = context.get_data_type(signature.args[0].dtype)
+        item_size = context.get_abi_sizeof(item_type)
+        for start, _, vector in _vector_pieces(item_type, item_size, items):
+            into = builder.bitcast(cgutils.gep(builder, args[0], start), vector.as_pointer())
+            value = builder.load(builder.bitcast(cgutils.gep(builder, args[1], start), vector.as_pointer()),
+                                 align=item_size)
+            builder.store(builder.fadd(builder.load(into, align=item_size), value), into, align=item_size)
+        return context.get_dummy_value()
+
+    return types.void(sums, other, count), codegen
 
 
 @intrinsic

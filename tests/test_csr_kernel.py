@@ -86,6 +86,28 @@ def test_product_is_the_same_bits_on_any_number_of_threads(dtype, width: int) ->
     np.testing.assert_allclose(results[0], a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype, width, chains", [(np.float32, 8, 2), (np.float32, 16, 2), (np.float32, 17, 1),
+                                                   (np.float32, 64, 1), (np.float64, 8, 2), (np.float64, 9, 1)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_of_one_vector_are_summed_in_two_chains_and_wider_rows_in_one(dtype, width: int, chains: int,
+                                                                          threads: int) -> None:
+    """The order the module's docstring states, on a row whose sum depends on it: 1 * [big, 1, -big, 1] with big
+    = 2^(mantissa bits + 1), where big + 1 rounds back to big. One chain: ((big + 1) - big) + 1 = 1. Two chains
+    (nonzeros at even positions, then at odd ones, then the two sums added): (big - big) + (1 + 1) = 2. A row of
+    at most 64 bytes takes two chains."""
+    big = dtype(2.0 ** (np.finfo(dtype).nmant + 1))
+    assert big + dtype(1) == big  # the premise: 1 is lost against big
+    a = sp.csr_matrix((np.ones(4, dtype=dtype), np.arange(4), np.array([0, 4, 4])), shape=(2, 4))
+    dense = np.repeat(np.array([[big], [1], [-big], [1]], dtype=dtype), width, axis=1)
+    out = np.full((2, width), np.nan, dtype=dtype)
+    torch.set_num_threads(threads)
+    try:
+        csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, accumulate=False)
+    finally:
+        torch.set_num_threads(1)
+    np.testing.assert_array_equal(out, [[chains] * width, [0] * width])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("width", [1, 7, 16, 17, 24, 32, 33, 48, 64, 100])
 def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop(dtype, width: int) -> None:
