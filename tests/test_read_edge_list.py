@@ -134,6 +134,19 @@ def test_random_files_read_like_the_reference(tmp_path, text):
     assert_reads_like_reference(tmp_path, text.encode())
 
 
+def test_the_compiled_scan_takes_its_limit_and_no_line_marker_from_its_arguments():
+    """Not from constants frozen into numba's cache, which is keyed on the kernel's own file only: a value of the
+    limit is refused, one below it kept, and 'no such line' is the marker passed in."""
+    from distgcn.data._int_scan import comment_table
+    from distgcn.data._int_scan_kernel import scan
+
+    limit = np.int64(10**18 + 5)
+    for token, bad_line in ((b"1000000000000000004", -7), (b"1000000000000000005", 1)):
+        buf = np.frombuffer(b"1 2\n3 " + token + b"\n", dtype=np.uint8)
+        count, lines, bad_token_line, *_ = scan(buf, comment_table(b"#"), 2, np.empty(8, np.int64), -7, limit)
+        assert bad_token_line == bad_line, token
+
+
 def test_error_names_the_line_far_into_a_file_of_many_blocks(tmp_path):
     lines = [f"{i}\t{i + 1}" for i in range(30_000)]
     lines[5] = "# a comment shifts nothing"

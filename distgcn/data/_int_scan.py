@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distgcn.data._text import MAX_ID
+
 NONE = -1
 """A line index the kernel returns when there is no such line."""
 
@@ -55,6 +57,6 @@ def scan_block(block: bytes | bytearray | memoryview, comment: np.ndarray, per_l
     # A value and its separator take two bytes or more. Pages of the array that are never written are never
     # backed by memory, so the unused tail costs nothing and the values need no copy.
     values = np.empty(buf.size // 2 + 1, dtype=np.int64)
-    found = scan(buf, comment, per_line, values)
+    found = scan(buf, comment, per_line, values, NONE, np.int64(MAX_ID))
     count, num_lines, bad_token, bad_line, bad_count, negative, negative_line = found
     return BlockScan(values[:count], num_lines, bad_token, bad_line, bad_count, negative, negative_line)
