@@ -261,7 +261,7 @@ class FarPrefetchChoice:
     """Whether one matrix's products take the far prefetch, learnt by timing both on its first calls.
 
     A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then FAR_PREFETCH_TRIALS
-    times each in turn, and from then on the one whose fastest call was faster: for each width, accumulate or
+    times each (in the order of :meth:`next_trial`), and from then on the one whose fastest call was faster: for each width, accumulate or
     write, and thread count apart. Both variants give the same bits (the prefetch only asks for rows early), so
     the choice changes the speed, never the result.
     """
@@ -275,9 +275,14 @@ class FarPrefetchChoice:
         return self._chosen.get(key)
 
     def next_trial(self, key: tuple[int, bool, int]) -> bool:
-        """The variant to time next: the one with fewer calls so far (near first)."""
+        """The variant to time next, in the order near, far, far, near (repeated). A matrix's calls often alternate
+        between two contexts, e.g. layer 0's product in training and again in evaluation every epoch, which leave
+        different data in the caches: taking turns, each variant was timed in one context only, and `train` on
+        Slashdot (64 columns, one thread) kept the near loop in 3 runs of 3, though the far one was faster in both
+        contexts (5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1 in evaluation; docs/performance.md,
+        seventeenth round). In this order each variant's timed calls fall in both."""
         seconds = self._seconds.setdefault(key, {False: [], True: []})
-        return len(seconds[True]) < len(seconds[False])
+        return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
 
     def record(self, key: tuple[int, bool, int], far: bool, seconds: float) -> None:
         """One call's time; after the last trial, keep the faster variant."""

@@ -432,7 +432,7 @@ def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None
 
 def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_faster() -> None:
     """Each variant runs once untimed (a first call may compile or fault pages in), then FAR_PREFETCH_TRIALS
-    times, in turn; the faster fastest call wins. Here the near loop's untimed call was the fastest of all, so
+    times, in the order near, far, far, near; the faster fastest call wins. Here the near loop's untimed call was the fastest of all, so
     counting it would keep the wrong one."""
     choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 2)
     near = [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS
@@ -443,7 +443,7 @@ def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_
         variant = choice.next_trial(key)
         order.append(variant)
         choice.record(key, variant, (far if variant else near).pop(0))
-    assert order == [False, True] * (csr_kernel.FAR_PREFETCH_TRIALS + 1)
+    assert order == [False, True, True, False] * ((csr_kernel.FAR_PREFETCH_TRIALS + 1) // 2)
     assert choice.decided(key) is True
     assert choice.decided((64, True, 2)) is None  # each width, mode and thread count is timed apart
     near_wins = csr_kernel.FarPrefetchChoice()
@@ -453,6 +453,18 @@ def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_
         variant = near_wins.next_trial(key)
         near_wins.record(key, variant, times[variant].pop(0))
     assert near_wins.decided(key) is False
+
+
+def test_the_far_prefetch_choice_times_each_variant_in_both_of_two_alternating_contexts() -> None:
+    """Calls that alternate between a fast context and a slow one (a training product and an evaluation product
+    every epoch), where the far loop is faster in each: it must win. Taking turns timed the near loop in the fast
+    context only and the far loop in the slow one, and kept the near loop."""
+    seconds = {("fast", False): 0.004, ("fast", True): 0.003, ("slow", False): 0.009, ("slow", True): 0.008}
+    choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 1)
+    for call in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
+        variant = choice.next_trial(key)
+        choice.record(key, variant, seconds[("fast" if call % 2 == 0 else "slow", variant)])
+    assert choice.decided(key) is True
 
 
 @pytest.mark.parametrize("width", [16, 64])
