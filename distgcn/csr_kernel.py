@@ -278,9 +278,10 @@ class FarPrefetchChoice:
         """The variant to time next, in the order near, far, far, near (repeated). A matrix's calls often alternate
         between two contexts, e.g. layer 0's product in training and again in evaluation every epoch, which leave
         different data in the caches: taking turns, each variant was timed in one context only, and `train` on
-        Slashdot (64 columns, one thread) kept the near loop in 3 runs of 3, though the far one was faster in both
-        contexts (5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1 in evaluation; docs/performance.md,
-        seventeenth round). In this order each variant's timed calls fall in both."""
+        Slashdot (64 columns) kept the near loop in 4 runs of 6 on one thread and 2 of 3 on two, though the far one
+        was faster in both contexts (one thread: 5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1 in
+        evaluation). In this order each variant's timed calls fall in both, and the far loop was kept in 6 runs of 6
+        (docs/performance.md, seventeenth round)."""
         seconds = self._seconds.setdefault(key, {False: [], True: []})
         return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
 
