@@ -122,6 +122,7 @@ def _compiled(width: int = 0):
             columns = width if width else out.shape[1]
             line = llvm.items_per_line(dense)
             paired = columns <= line  # a row's sums fit one 64-byte vector: two chains (the module's docstring)
+            step = two if paired else one  # nonzeros a pass of the loop below takes
             if width:  # fixed sizes on the stack: the compiler keeps them in registers
                 sums = llvm.stack_buffer(width, out.dtype)
                 odd_sums = llvm.stack_buffer(width, out.dtype)
@@ -135,8 +136,8 @@ def _compiled(width: int = 0):
                         acc[c] = 0
                         odd_acc[c] = 0
                     k, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-                    while k < end:  # a pair of nonzeros; paired: the 1st into acc, the 2nd (if any) into odd_acc
-                        for p in range(k, k + two):  # p past the row's end: the next row's prefetches, made twice
+                    while k < end:  # paired: nonzero k into acc, k + 1 (if the row has it) into odd_acc
+                        for p in range(k, k + step):  # p past the row's end: the next row's prefetches, made twice
                             if far and p + far_ahead < end_of_indices:
                                 for c in range(0, columns, line):
                                     llvm.prefetch(dense, indices[p + far_ahead], c, 1)  # into L2
@@ -145,16 +146,14 @@ def _compiled(width: int = 0):
                                     llvm.prefetch(dense, indices[p + ahead], c, 3)  # into L1
                         if width:
                             llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
-                            if k + one < end and paired:
+                            if paired and k + one < end:
                                 llvm.add_scaled_row(odd_sums, dense, indices[k + one], data[k + one], width)
-                            elif k + one < end:
-                                llvm.add_scaled_row(sums, dense, indices[k + one], data[k + one], width)
                         else:
-                            for p in range(k, min(k + two, end)):
-                                a, row, into = data[p], dense[indices[p]], odd_acc if paired and p > k else acc
+                            for p in range(k, min(k + step, end)):
+                                a, row, into = data[p], dense[indices[p]], odd_acc if p > k else acc
                                 for c in range(columns):
                                     into[c] += a * row[c]
-                        k += two
+                        k += step
                     if paired and width:
                         llvm.add_row_into(sums, odd_sums, width)
                     elif paired:
@@ -278,10 +277,11 @@ class FarPrefetchChoice:
         """The variant to time next, in the order near, far, far, near (repeated). A matrix's calls often alternate
         between two contexts, e.g. layer 0's product in training and again in evaluation every epoch, which leave
         different data in the caches: taking turns, each variant was timed in one context only, and `train` on
-        Slashdot (64 columns) kept the near loop in 4 runs of 6 on one thread and 2 of 3 on two, though the far one
-        was faster in both contexts (one thread: 5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1 in
-        evaluation). In this order each variant's timed calls fall in both, and the far loop was kept in 6 runs of 6
-        (docs/performance.md, seventeenth round)."""
+        Slashdot (64 columns) kept the near loop in 3 runs of 18 on one thread and 4 of 6 on two, though the far
+        one was faster in both contexts (one thread: 5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1
+        in evaluation); each such run's 64-column products took 4-10 ms more an epoch on one thread, 1.2-3.6 on
+        two. In this order each variant's timed calls fall in both, and the far loop was kept in 18 runs of 18 and
+        6 of 6 (docs/performance.md, seventeenth round)."""
         seconds = self._seconds.setdefault(key, {False: [], True: []})
         return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
 
