@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--base", default="HEAD", help="the git revision to compare this checkout's loop with")
     args = parser.parse_args()
     a = rcm_matrix_on_threads(args)
+    this = subprocess.run(["git", "-C", str(REPOSITORY), "describe", "--always", "--dirty"], check=True,
+                          capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as scratch:
         kernels = {"base": import_revision(args.base, Path(scratch)), "this": csr_kernel}
         for width in map(int, args.widths.split(",")):
@@ -77,7 +79,7 @@ def main() -> None:
             ms = {name: float(np.median(times)) for name, times in rounds.items()}
             key = (width, False, csr_kernel.threads())
             print(json.dumps({
-                "graph": args.graph, "width": width, "threads": args.threads, "base": args.base,
+                "graph": args.graph, "width": width, "threads": args.threads, "base": args.base, "this": this,
                 "base_ms": round(ms["base"], 3), "this_ms": round(ms["this"], 3),
                 "this_over_base": round(ms["this"] / ms["base"], 3),
                 "far_prefetch": {name: choice.decided(key) for name, choice in choices.items()},
