@@ -3,14 +3,14 @@
 Separate processes on a shared VM differ by more than most changes to the loop are worth (docs/performance.md,
 seventeenth round: 1.5x between runs of the same code). This script extracts ``distgcn/`` of ``--base`` (a git
 revision) into a scratch folder as the package ``distgcn_base``, imports it beside this checkout's ``distgcn``, and
-times both ``csr_kernel.add_product`` (written products, each with its own far-prefetch choice, as ``train`` runs
-them) in alternating rounds on one graph's Â in RCM order (benchmarks/matrices.py):
+times both ``csr_kernel.add_product`` (written products, with the far prefetch off, then on) in alternating rounds
+on one graph's Â in RCM order (benchmarks/matrices.py):
 
     python benchmarks/spmm_ab.py --graph ../shared/datasets/soc-Slashdot0902/soc-Slashdot0902.txt.gz --symmetrize \
         --widths 8,16,64 --threads 1 --base HEAD
 
-prints one JSON line per width: each loop's median of its rounds' medians, the ratio this/base (< 1: this checkout
-faster), the far prefetch each chose, and the largest difference between the two products.
+prints one JSON line per width and prefetch variant: each loop's median of its rounds' medians, the ratio this/base
+(< 1: this checkout faster), and the largest difference between the two products.
 """
 
 from __future__ import annotations
@@ -55,37 +55,36 @@ def main() -> None:
     parser.add_argument("--base", default="HEAD", help="the git revision to compare this checkout's loop with")
     args = parser.parse_args()
     a = rcm_matrix_on_threads(args)
-    this = subprocess.run(["git", "-C", str(REPOSITORY), "describe", "--always", "--dirty"], check=True,
+    this = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--short", "HEAD"], check=True,
                           capture_output=True, text=True).stdout.strip()
+    if subprocess.run(["git", "-C", str(REPOSITORY), "diff", "--quiet", "HEAD", "--", "distgcn"]).returncode:
+        this += "+uncommitted"  # distgcn/ differs from the commit
     with tempfile.TemporaryDirectory() as scratch:
         kernels = {"base": import_revision(args.base, Path(scratch)), "this": csr_kernel}
         for width in map(int, args.widths.split(",")):
             dense = torch.randn(a.shape[0], width).numpy()
             outs = {name: torch.empty(a.shape[0], width).numpy() for name in kernels}
-            choices = {name: kernel.FarPrefetchChoice() for name, kernel in kernels.items()}
             bounds: dict[str, dict] = {name: {} for name in kernels}
 
-            def call(name: str) -> None:
+            def call(name: str, far: bool) -> None:
                 kernels[name].add_product(a.indptr, a.indices, a.data, dense, outs[name], bounds[name],
-                                          accumulate=False, far_prefetch=choices[name])
+                                          accumulate=False, far_prefetch=far)
 
-            for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1) + 2):  # compiled, and the far prefetch decided
-                for name in kernels:
-                    call(name)
-            rounds: dict[str, list[float]] = {name: [] for name in kernels}
-            for r in range(args.rounds):
-                for name in (("base", "this") if r % 2 else ("this", "base")):  # each goes first in half the rounds
-                    rounds[name].append(median_ms(lambda: call(name), args.repeats))
-            ms = {name: float(np.median(times)) for name, times in rounds.items()}
-            key = (width, False, csr_kernel.threads())
-            print(json.dumps({
-                "graph": args.graph, "width": width, "threads": args.threads, "base": args.base, "this": this,
-                "base_ms": round(ms["base"], 3), "this_ms": round(ms["this"], 3),
-                "this_over_base": round(ms["this"] / ms["base"], 3),
-                "far_prefetch": {name: choice.decided(key) for name, choice in choices.items()},
-                "max_abs_difference": float(np.max(np.abs(outs["this"] - outs["base"]))),
-            }), flush=True)
-
+            for far in (False, True):
+                for _ in range(2):  # compiled, pages touched
+                    for name in kernels:
+                        call(name, far)
+                rounds: dict[str, list[float]] = {name: [] for name in kernels}
+                for r in range(args.rounds):
+                    for name in (("base", "this") if r % 2 else ("this", "base")):  # each first in half the rounds
+                        rounds[name].append(median_ms(lambda: call(name, far), args.repeats))
+                ms = {name: float(np.median(times)) for name, times in rounds.items()}
+                print(json.dumps({
+                    "graph": args.graph, "width": width, "threads": args.threads, "far_prefetch": far,
+                    "base": args.base, "this": this, "base_ms": round(ms["base"], 3), "this_ms": round(ms["this"], 3),
+                    "this_over_base": round(ms["this"] / ms["base"], 3),
+                    "max_abs_difference": float(np.max(np.abs(outs["this"] - outs["base"]))),
+                }), flush=True)
 
 if __name__ == "__main__":
     main()
