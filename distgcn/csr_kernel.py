@@ -38,13 +38,13 @@ register, and summed as one chain each multiply-add waits for the last
 even positions of the row (0, 2, 4, ...) and those at odd positions, each in
 order, then the odd sum added to the even one: a fixed order, so still the
 same bits on any number of threads. Slashdot RCM, written products, this
-loop's time over the one-chain loop's on the same calls in one process
-(``benchmarks/spmm_ab.py``; docs/performance.md, seventeenth round, Zen 4):
-one thread 0.89x at 8 and at 16 columns, two threads 0.93x and 0.94x. Wider
-rows already sum in several independent chains (one per vector); two chains
-gained nothing at 32 and 64 columns in a scratch version (0.99-1.03x), so
-they keep one chain, and their bits (32 and 64 columns: 0.98x and 1.00x,
-the same bits).
+loop's time over the one-chain loop's on the same calls in one process, far
+prefetch off / on (``benchmarks/spmm_ab.py``; docs/performance.md,
+seventeenth round, Zen 4): one thread 0.89 / 0.92x at 8 columns and 0.87 /
+0.91x at 16; two threads 0.79 / 0.89x and 0.91 / 0.93x. Wider rows already
+sum in several independent chains (one per vector); two chains gained
+nothing at 32 and 64 columns in a scratch version (0.97-1.03x), so they
+keep one chain, one nonzero a pass, and their bits.
 """
 
 from __future__ import annotations
