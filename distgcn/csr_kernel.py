@@ -134,7 +134,9 @@ def _compiled(width: int = 0):
                 for i in range(bounds[b], bounds[b + 1]):
                     for c in range(columns):
                         acc[c] = 0
-                        odd_acc[c] = 0
+                    if paired:
+                        for c in range(columns):
+                            odd_acc[c] = 0
                     k, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
                     while k < end:  # paired: nonzero k into acc, k + 1 (if the row has it) into odd_acc
                         for p in range(k, k + step):  # p past the row's end: the next row's prefetches, made twice
@@ -260,8 +262,8 @@ class FarPrefetchChoice:
     """Whether one matrix's products take the far prefetch, learnt by timing both on its first calls.
 
     A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then FAR_PREFETCH_TRIALS
-    times each (in the order of :meth:`next_trial`), and from then on the one whose fastest call was faster: for each width, accumulate or
-    write, and thread count apart. Both variants give the same bits (the prefetch only asks for rows early), so
+    times each (in the order of :meth:`next_trial`), and from then on the one whose fastest call was faster: for
+    each width, accumulate or write, and thread count apart. Both variants give the same bits (the prefetch only asks for rows early), so
     the choice changes the speed, never the result.
     """
 

@@ -432,8 +432,8 @@ def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None
 
 def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_faster() -> None:
     """Each variant runs once untimed (a first call may compile or fault pages in), then FAR_PREFETCH_TRIALS
-    times, in the order near, far, far, near; the faster fastest call wins. Here the near loop's untimed call was the fastest of all, so
-    counting it would keep the wrong one."""
+    times, in the order near, far, far, near; the faster fastest call wins. Here the near loop's untimed call was
+    the fastest of all, so counting it would keep the wrong one."""
     choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 2)
     near = [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS
     far = [0.009, 0.004] + [0.006] * (csr_kernel.FAR_PREFETCH_TRIALS - 1)

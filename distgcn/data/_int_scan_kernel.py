@@ -15,7 +15,6 @@ import numba
 import numpy as np
 
 
-
 @numba.njit(nogil=True, cache=True)
 def is_space(c):
     return c == 32 or (9 <= c <= 13)  # ' ', \t \n \v \f \r: what bytes.split() splits at
