@@ -61,7 +61,7 @@ def main() -> None:
                      rows=out[first:stop]) -> None:
                 csr_kernel.add_product(indptr, indices, data, h, rows, cache, accumulate=False, far_prefetch=choice)
 
-            for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):  # the far prefetch chosen before timing
+            while choice.decided((width, False, csr_kernel.threads())) is None:  # the far prefetch chosen before timing
                 call()
             calls[name] = call
         row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "width": width, "threads": args.threads,

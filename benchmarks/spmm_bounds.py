@@ -123,7 +123,7 @@ def main() -> None:
         def product() -> None:
             csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False, far_prefetch=choice)
 
-        for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):  # the far prefetch chosen before timing
+        while choice.decided((width, False, csr_kernel.threads())) is None:  # the far prefetch chosen before timing
             product()
         row = {"graph": args.graph, "nnz": int(a.nnz), "rows": int(a.shape[0]), "width": width,
                "threads": args.threads, "load": os.getloadavg()[0], "copy_gbs": round(copy_bytes_per_s / 1e9, 2),

@@ -81,10 +81,21 @@ for. On the sixth round's host smaller ones mostly stayed in the last-level cach
 RCM, one thread, 16 columns (5 MiB) 1.67 -> 1.85 ms, 32 columns (10 MiB) 2.55 -> 2.69 ms; from 48 columns (15 MiB)
 it gained."""
 FAR_PREFETCH_TRIALS = 3
-"""Timed calls of each variant (after one untimed call of each) before a :class:`FarPrefetchChoice` keeps the
-faster. Whether the far prefetch pays depends on the processor as much as on H: on the twelfth round's Zen 1 host
-(docs/performance.md) it made Slashdot RCM 10-20 % faster at 16 columns with H at 5 MiB, where the size rule
-above leaves it off, and 5-10 % slower at 32 and 64 columns, where it turns it on."""
+"""Timed calls of each variant in a round of a :class:`FarPrefetchChoice`'s trials (the first round after one
+untimed call of each). Whether the far prefetch pays depends on the processor as much as on H: on the twelfth
+round's Zen 1 host (docs/performance.md) it made Slashdot RCM 10-20 % faster at 16 columns with H at 5 MiB, where
+the size rule above leaves it off, and 5-10 % slower at 32 and 64 columns, where it turns it on."""
+FAR_PREFETCH_CLEAR_MARGIN = 0.10
+"""After a round, the faster variant is kept if the other's fastest call took this much longer than its own;
+otherwise another round is timed. Slashdot RCM on the eighteenth round's Zen 4 host, one thread: on a quiet host
+the far loop took 1.1-1.35x the near one's time at 16 columns (1.72-1.98 against 1.40-1.57 ms) and the near loop
+1.1-1.25x the far one's at 64, but in one of the host's slow spells (every call 1.3-2x longer for tens of
+milliseconds or more) the two came within 3 % at 16 columns. One round inside such a spell kept the far loop,
+which on the quiet host costs 1.76 ms a call against the near loop's 1.43 (docs/performance.md, eighteenth
+round)."""
+FAR_PREFETCH_MOST_TRIALS = 12
+"""Timed calls of each variant after which the faster fastest call is kept however close the two are: variants
+that close cost about the same, so timing them longer would gain nothing."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
 process leaves the rest to the others (Slashdot RCM, 16 columns, two threads, 13th round: 4, 8 and 16 alike)."""
@@ -261,10 +272,13 @@ def column_blocks(indices: np.ndarray, columns: int, blocks: int) -> np.ndarray:
 class FarPrefetchChoice:
     """Whether one matrix's products take the far prefetch, learnt by timing both on its first calls.
 
-    A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then FAR_PREFETCH_TRIALS
-    times each (in the order of :meth:`next_trial`), and from then on the one whose fastest call was faster: for
-    each width, accumulate or write, and thread count apart. Both variants give the same bits (the prefetch only asks for rows early), so
-    the choice changes the speed, never the result.
+    A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then rounds of
+    FAR_PREFETCH_TRIALS timed calls of each (in the order of :meth:`next_trial`) until one variant's fastest call
+    is clearly faster (FAR_PREFETCH_CLEAR_MARGIN) or FAR_PREFETCH_MOST_TRIALS are timed; from then on it runs the
+    one whose fastest call was faster: for each width, accumulate or write, and thread count apart. Fastest calls,
+    because a call can only be slowed by what else the host does; further rounds, because a slow spell of the
+    host brings the two variants' times together, and a choice made inside one holds after it. Both variants give
+    the same bits (the prefetch only asks for rows early), so the choice changes the speed, never the result.
     """
 
     def __init__(self) -> None:
@@ -288,11 +302,16 @@ class FarPrefetchChoice:
         return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
 
     def record(self, key: tuple[int, bool, int], far: bool, seconds: float) -> None:
-        """One call's time; after the last trial, keep the faster variant."""
+        """One call's time; at the end of a round of trials, keep the faster variant if it is clearly faster or
+        the trials are used up."""
         samples = self._seconds[key]
         samples[far].append(seconds)
-        if all(len(calls) > FAR_PREFETCH_TRIALS for calls in samples.values()):
-            near, with_far = (min(samples[variant][1:]) for variant in (False, True))  # the first call: untimed
+        timed = len(samples[far]) - 1  # the first call of each variant is untimed
+        if timed < 1 or timed % FAR_PREFETCH_TRIALS or len(samples[not far]) != len(samples[far]):
+            return  # within a round
+        near, with_far = (min(samples[variant][1:]) for variant in (False, True))
+        if max(near, with_far) >= (1 + FAR_PREFETCH_CLEAR_MARGIN) * min(near, with_far) \
+                or timed >= FAR_PREFETCH_MOST_TRIALS:
             self._chosen[key] = with_far < near
             del self._seconds[key]
 

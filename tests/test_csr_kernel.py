@@ -467,6 +467,34 @@ def test_the_far_prefetch_choice_times_each_variant_in_both_of_two_alternating_c
     assert choice.decided(key) is True
 
 
+def test_the_far_prefetch_choice_times_more_rounds_while_the_variants_are_close() -> None:
+    """A first round inside a slow spell of the host (both loops alike, the far one a little faster) decides
+    nothing; the next round, on a quiet host, shows the near loop clearly faster, and it is kept. Deciding after the
+    first round kept the far loop."""
+    trials = csr_kernel.FAR_PREFETCH_TRIALS
+    spell = {False: [0.0024] + [0.0021] * trials, True: [0.0020] + [0.0020] * trials}
+    quiet = {False: [0.00143] * trials, True: [0.00176] * trials}
+    choice, key = csr_kernel.FarPrefetchChoice(), (16, False, 1)
+    for round_times in (spell, quiet):
+        for _ in range(2 * len(round_times[False])):
+            assert choice.decided(key) is None
+            variant = choice.next_trial(key)
+            choice.record(key, variant, round_times[variant].pop(0))
+    assert choice.decided(key) is False
+
+
+def test_the_far_prefetch_choice_keeps_the_faster_of_two_close_variants_after_its_most_trials() -> None:
+    """Variants within the clear margin of each other are timed until FAR_PREFETCH_MOST_TRIALS calls of each, not
+    one call longer, and the faster is kept."""
+    choice, key = csr_kernel.FarPrefetchChoice(), (32, False, 2)
+    calls = 2 * (csr_kernel.FAR_PREFETCH_MOST_TRIALS + 1)
+    for call in range(calls):
+        assert choice.decided(key) is None, f"decided after {call} of {calls} calls"
+        variant = choice.next_trial(key)
+        choice.record(key, variant, 0.00195 if variant else 0.00200)
+    assert choice.decided(key) is True
+
+
 @pytest.mark.parametrize("width", [16, 64])
 def test_products_while_the_far_prefetch_is_timed_and_after_give_the_same_bits(width: int) -> None:
     """The product with a FarPrefetchChoice runs both variants on its first calls, then one: every call's result
@@ -476,7 +504,7 @@ def test_products_while_the_far_prefetch_is_timed_and_after_give_the_same_bits(w
     expected = np.empty((600, width), dtype=np.float32)
     csr_kernel.add_product(a.indptr, a.indices, a.data, dense, expected, accumulate=False, far_prefetch=False)
     choice, bounds = csr_kernel.FarPrefetchChoice(), {}
-    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1) + 2):
+    for _ in range(2 * (csr_kernel.FAR_PREFETCH_MOST_TRIALS + 1) + 2):
         out = np.full((600, width), np.nan, dtype=np.float32)
         csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, bounds, accumulate=False, far_prefetch=choice)
         np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
