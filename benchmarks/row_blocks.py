@@ -61,7 +61,8 @@ def main() -> None:
                      rows=out[first:stop]) -> None:
                 csr_kernel.add_product(indptr, indices, data, h, rows, cache, accumulate=False, far_prefetch=choice)
 
-            while choice.decided((width, False, csr_kernel.threads())) is None:  # the far prefetch chosen before timing
+            # the far prefetch chosen before timing
+            while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
                 call()
             calls[name] = call
         row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "width": width, "threads": args.threads,

@@ -123,7 +123,8 @@ def main() -> None:
         def product() -> None:
             csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False, far_prefetch=choice)
 
-        while choice.decided((width, False, csr_kernel.threads())) is None:  # the far prefetch chosen before timing
+        # the far prefetch chosen before timing
+        while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
             product()
         row = {"graph": args.graph, "nnz": int(a.nnz), "rows": int(a.shape[0]), "width": width,
                "threads": args.threads, "load": os.getloadavg()[0], "copy_gbs": round(copy_bytes_per_s / 1e9, 2),

@@ -51,7 +51,8 @@ def main() -> None:
                 csr_kernel.add_product(a.indptr, indices, a.data, h, out, bounds, accumulate=False,
                                        far_prefetch=choice)
 
-            while choice.decided((width, False, csr_kernel.threads())) is None:  # the far prefetch chosen before timing
+            # the far prefetch chosen before timing
+            while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
                 product()
             ms = median_of_round_medians(product, args.repeats, args.rounds)
             row[f"M={span}"] = {"ms": round(ms, 2), "ns_per_nonzero": round(ms * 1e6 / a.nnz, 2)}

@@ -218,7 +218,7 @@ def main() -> None:
                        "best_round_ms": round(min(times) * 1e3, 2), "worst_round_ms": round(max(times) * 1e3, 2),
                        **{f"{k}_gbs": round(v / seconds / 1e9, 2) for k, v in moved.items()}}
                 if kernel == "numba":  # the far prefetch its timed first calls kept (None: still timing)
-                    row["far_prefetch"] = choice.decided((width, False, csr_kernel.threads()))
+                    row["far_prefetch"] = choice.decided(csr_kernel.far_prefetch_key(width, False))
                 rows.append(row)
     copy_gbs = bandwidth.gbs()["copy_gbs"]
     for row in rows:  # against the best copy of the whole run

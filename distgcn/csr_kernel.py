@@ -316,6 +316,12 @@ class FarPrefetchChoice:
             del self._seconds[key]
 
 
+def far_prefetch_key(width: int, accumulate: bool) -> tuple[int, bool, int]:
+    """What a :class:`FarPrefetchChoice` times apart: a product's width, accumulate or write, and the thread count
+    it runs on now."""
+    return width, accumulate, threads()
+
+
 def compiled_width(width: int, itemsize: int) -> int:
     """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
     time) where the sums would not fit STACK_ACCUMULATOR_BYTES."""
@@ -352,7 +358,7 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
     if not isinstance(far_prefetch, FarPrefetchChoice):
         product(dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
         return
-    key = (dense.shape[1], accumulate, count)
+    key = far_prefetch_key(dense.shape[1], accumulate)
     far = far_prefetch.decided(key)
     if far is None:  # still timing both variants
         far = far_prefetch.next_trial(key)
