@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .agreement import agree_on_partition
 from .collective import agree
 from .errors import InputError
 from .partition_dir import load_listed_shard, read_meta
@@ -33,9 +34,10 @@ def load_own_shard(transport: Transport, directory: str | Path) -> Shard:
                 f"or partition again with --parts {transport.size})",
                 path=directory,
             )
-        return load_listed_shard(directory, meta, transport.rank)
+        return meta, load_listed_shard(directory, meta, transport.rank)
 
-    shard = agree(transport, step)
+    meta, shard = agree(transport, step)
+    agree_on_partition(transport, meta, str(directory))
     check_plans_agree(transport, shard, directory)
     return shard
 

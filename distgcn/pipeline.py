@@ -26,6 +26,7 @@ from partition.models import GIL_HOLDING_MODELS
 from partition.scatter import build_and_scatter
 
 from . import csr_kernel, dropout_kernel, logits_kernel, memory, signals, soundness
+from .agreement import agree_on_config
 from .checkpoint import RunIdentity, checkpoint_dir, checkpoint_path, newest_checkpoint, save_checkpoint
 from .collective import CollectiveInputError, agree
 from .config import ConfigError, MinibatchConfig, RunConfig, SourceConfig, TrainConfig
@@ -91,6 +92,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
         return agree(transport, lambda: _worded(step, name_field))
 
     outputs, train = config.outputs, config.train
+    agree_on_config(transport, config)  # first: a rank given other settings would enter other collectives
     kernel = agreed(lambda: choose_kernel(config.compute.spmm_kernel, transport.device))
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)

@@ -118,8 +118,10 @@ def restore_environ(saved: dict[str, str | None]) -> None:
             os.environ[var] = value
 
 
-def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
+def run_distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: int) -> list[int]:
     """``distgcn ARGS`` on ``ranks`` in-process ranks (threads); each rank's exit status, in rank order.
+
+    ``args`` may be a function of the rank: an MPMD launch, each rank with its own arguments.
 
     Each rank runs the command line's own pipeline (``distgcn.cli.main``); only
     the transport that ``train`` starts is swapped for the rank's in-process
@@ -137,7 +139,7 @@ def run_distgcn_in_process(args: list[str], ranks: int) -> list[int]:
 
     def rank_main(transport: InProcessTransport) -> int:
         local.transport = transport
-        return main(args)
+        return main(args(transport.rank) if callable(args) else args)
 
     threads = torch.get_num_threads()
     saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
@@ -158,7 +160,7 @@ class Finished:
     stderr: str
 
 
-def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
+def distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: int = 1, cwd: Path | None = None,
                        env: dict | None = None) -> Finished:
     """``distgcn ARGS`` answered as :func:`run_distgcn` answers, but run on in-process ranks (threads).
 
@@ -181,7 +183,7 @@ def distgcn_in_process(args: list[str], ranks: int = 1, cwd: Path | None = None,
         with redirect_stdout(out), redirect_stderr(err):
             try:
                 codes = run_distgcn_in_process(args, ranks)
-                assert len(set(codes)) == 1, f"the ranks of distgcn {' '.join(args)} ended apart: {codes}"
+                assert len(set(codes)) == 1, f"the ranks of distgcn {args} ended apart: {codes}"
                 code = codes[0]
             except RankAborted as aborted:
                 code = aborted.code

@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     prefer_huge_pages()  # before anything imports torch
     _announce(args)
     from .. import signals
+    from ..agreement import RanksDisagree
     from ..collective import CollectiveInputError, abort_on_unexpected
     from ..threads import default_threads, set_threads
     from ..trainer import TrainingDiverged
@@ -165,13 +166,18 @@ def run(args: argparse.Namespace) -> int:
     transport = make_transport(config.compute.backend)
     signals.attach_job(transport.rank, transport.size, transport.abort)
     try:
-        threads = config.compute.threads or default_threads(transport.ranks_on_this_node())
+        ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks, whatever its --threads
+        threads = config.compute.threads or default_threads(ranks_on_node)
         set_threads(threads)
         keep_freed_memory()
         code = _train(config, transport, threads, args.field_name)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)
+        code = 2
+    except RanksDisagree as exc:  # raised by every rank together
+        if exc.printed_here:
+            print(f"distgcn: error: {exc.render(args.field_name)}", file=sys.stderr)
         code = 2
     except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
         if transport.rank == 0:
