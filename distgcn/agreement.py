@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, Protocol
 
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, literal
 
 CHUNK_BITS = 48
 """Digest chunks are integers below 2**48, exact in the float64 that every transport's allreduce carries."""
@@ -94,7 +94,7 @@ def agree_on_partition(group: Reducing, meta: Mapping[str, Any], directory: str)
 
     def template(field_path: str, shown: str) -> str:
         name = field_path.removeprefix("meta.")
-        return (f"{directory}: ranks read different partitions: meta.json's {name} is {shown}; the directory "
+        return (f"{literal(directory)}: ranks read different partitions: meta.json's {name} is {shown}; the directory "
                 "changed while the job loaded it, or the ranks were given different directories: start every "
                 "rank on one unchanged partition directory")
 
@@ -117,7 +117,7 @@ def _agree(group: Reducing, values: Mapping[str, Any], template, field_path: str
     shown_by_rank = group.allgather_object({name: _shown(value) for name, value in values.items()})
     name = first_difference(shown_by_rank)
     shown = _by_rank(shown_by_rank, name)
-    raise RanksDisagree(field_path or name, template(name, shown), printed_here=group.rank == 0)
+    raise RanksDisagree(field_path or name, template(name, literal(shown)), printed_here=group.rank == 0)
 
 
 def first_difference(shown_by_rank: list[dict[str, str]]) -> str:

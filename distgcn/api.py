@@ -118,7 +118,8 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
           spmm_kernel: str = "auto", backend: str | None = None, metrics: str | Path | None = None,
           save_weights: str | Path | None = None, checkpoint_dir: str | Path | None = None,
           checkpoint_every: int | None = None, checkpoint_keep: int = 3, resume: bool = False,
-          quiet: bool = True, verbose: bool = False, transport: Transport | None = None) -> TrainResult:
+          restart_metrics: bool = False, quiet: bool = True, verbose: bool = False,
+          transport: Transport | None = None) -> TrainResult:
     """Train a GCN (``conv`` "sage", "gat": GraphSAGE, GAT) as ``distgcn train`` does, on this process's rank;
     collective under mpiexec.
 
@@ -266,5 +267,5 @@ def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig
         minibatch=minibatch,
         compute=ComputeConfig(threads=k["threads"], spmm_kernel=k["spmm_kernel"], backend=k["backend"]),
         outputs=OutputConfig(**paths, checkpoint_every=k["checkpoint_every"], checkpoint_keep=k["checkpoint_keep"],
-                             resume=k["resume"]),
+                             resume=k["resume"], restart_metrics=k["restart_metrics"]),
         progress=ProgressConfig(quiet=k["quiet"], verbose=k["verbose"]))

@@ -12,6 +12,7 @@ settings can be checked (and the command line parsed) without it.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,12 +50,12 @@ DEFAULT_PARTITION_MODEL = "hypergraph"
 """The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
 whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
 
-_FIELD = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)+)\}")
+_FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+(?:\.[a-z_]+)+)\}")
 
 
 class ConfigError(InputError):
     """A refused setting. ``field`` is its dotted path; ``template`` names fields as ``{section.name}``,
-    so that each front end can word them its own way (:meth:`render`)."""
+    so that each front end can word them its own way (:meth:`render`); ``{{`` and ``}}`` stand for braces."""
 
     def __init__(self, field_path: str, template: str):
         self.field = field_path
@@ -63,7 +64,12 @@ class ConfigError(InputError):
 
     def render(self, name: Callable[[str], str]) -> str:
         """The message with each field named by ``name`` (the command line passes its flags)."""
-        return _FIELD.sub(lambda match: name(match.group(1)), self.template)
+        return _FIELD.sub(lambda match: name(match.group(1)) if match.group(1) else match.group(0)[0], self.template)
+
+
+def literal(text: object) -> str:
+    """``text`` (a path, a value) for a ConfigError template: its braces doubled, so none reads as a field."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def attention_heads(layers: int, heads: int, output_heads: int) -> list[int]:
@@ -300,10 +306,22 @@ class OutputConfig:
     """Write a checkpoint every K epochs and after the last one; None: only at the scheduler's warning."""
     checkpoint_keep: int = 3
     resume: bool = False
+    restart_metrics: bool = False
+    """On resume, start a new metrics file after the checkpoint's epoch instead of continuing the old one (which
+    is refused if it is another run's or lacks epochs: distgcn.metrics_log.continued_records)."""
 
     def __post_init__(self) -> None:
         _require(bool(self.checkpoint_dir) or not (self.resume or self.checkpoint_every), "outputs.checkpoint_dir",
                  "{outputs.resume} and {outputs.checkpoint_every} need {outputs.checkpoint_dir} D")
+        _require(self.resume or not self.restart_metrics, "outputs.restart_metrics",
+                 "{outputs.restart_metrics} applies to {outputs.resume} with {outputs.metrics}")
+        given = [(name, value) for name, value in (("metrics", self.metrics), ("save_weights", self.save_weights),
+                                                   ("checkpoint_dir", self.checkpoint_dir)) if value]
+        for index, (name, value) in enumerate(given):
+            for other, other_value in given[index + 1:]:
+                _require(os.path.realpath(value) != os.path.realpath(other_value), f"outputs.{other}",
+                         f"{{outputs.{name}}} and {{outputs.{other}}} name one path ({literal(value)}): give each "
+                         "output its own")
         _positive("outputs", "checkpoint_every", self.checkpoint_every, optional=True)
         _positive("outputs", "checkpoint_keep", self.checkpoint_keep)
 

@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import IO
 
+from .config import ConfigError, literal
 from .errors import InputError
 from .safe_io import METRICS, check_target, start_growing_file
 from .schema import finite_or_nan, validate_metrics_line
@@ -51,16 +52,23 @@ class MetricsWriter:
     written (a run that dies before its first epoch leaves the old file whole).
     """
 
-    def __init__(self, path: str | Path | None, run: dict | None = None, resume_after: int | None = None):
-        """``resume_after=E``: a resumed run keeps the file's records of epochs 1..E and appends after them."""
+    def __init__(self, path: str | Path | None, run: dict | None = None, resume_after: int | None = None,
+                 restart: bool = False):
+        """``resume_after=E``: a resumed run keeps the file's records of epochs 1..E and appends after them,
+        once the file is shown to be this run's (:func:`continued_records`); ``restart``: it starts a new
+        file after epoch E instead, whose header records ``resumed_after``."""
         self._path = None if path is None else check_target(Path(path), METRICS)
         self._file: IO[bytes] | None = None
         self._run = run
         self._kept: list[str] = []
-        if self._path is not None and resume_after is not None and self._path.is_file():
-            self._kept = _records_through(self._path, resume_after)
-            if self._kept:
-                self._run = None  # the kept first record already describes the run
+        if self._path is None or resume_after is None:
+            return
+        if not restart:
+            self._kept = continued_records(self._path, run or {}, resume_after)
+        if self._kept:
+            self._run = None  # the kept first record already describes the run
+        elif resume_after > 0 and self._run is not None:
+            self._run = {**self._run, "resumed_after": resume_after}
 
     def write(self, record: dict) -> None:
         if self._path is None:
@@ -138,8 +146,47 @@ def steady(records: list[dict], key: str) -> float:
     return statistics.median(float(record[key]) for record in steady_records(records))
 
 
-def _records_through(path: Path, epoch: int) -> list[str]:
-    """The file's records of epochs 1..``epoch`` (later ones will be recomputed), as JSON lines."""
-    _header, records = read_metrics(path, cut_last_line=True)
+RUN_IDENTITY = ("ranks", "partition_id", "graph.fingerprint", "conv", "widths", "dtype", "seed", "first_layer",
+                "comm", "halo_dtype")
+"""The run-header fields that a resumed run must share with the metrics file it continues."""
+
+
+def continued_records(path: Path, run: dict, epoch: int) -> list[str]:
+    """The records of epochs up to ``epoch`` (the checkpoint's) that a resumed run keeps, as JSON lines.
+
+    Refused, naming ``{outputs.restart_metrics}``, when the file is another run's (a field of
+    :data:`RUN_IDENTITY` differs from ``run``, this run's header) or lacks epochs the checkpoint covers:
+    appending would mix two runs in one file, or leave a gap that a report would draw as one run.
+    Records after ``epoch`` are dropped: the resumed run computes them again. Where no file exists, the
+    resumed run starts one, and its header says after which epoch (``resumed_after``).
+    """
+    remedy = "; pass {outputs.restart_metrics} to start a new file after the checkpoint, or give another file"
+    if epoch == 0:
+        return []  # nothing to continue: the run starts at epoch 1
+    if not path.is_file():
+        return []  # a new file, whose header records where it starts (resumed_after)
+    header, records = read_metrics(path, cut_last_line=True)
+    for name in RUN_IDENTITY:
+        if header and run and _field(header, name) != _field(run, name):
+            raise ConfigError("outputs.metrics", f"{literal(path)}: the metrics file is another run's ({name} "
+                              f"{literal(repr(_field(header, name)))}, this run has {literal(repr(_field(run, name)))})"
+                              + remedy)
+    start = int(header.get("resumed_after", 0)) if header else 0
+    kept = [record for record in records if record["epoch"] <= epoch]
+    expected = list(range(start + 1, epoch + 1))
+    if [record["epoch"] for record in kept] != expected:
+        missing = sorted(set(expected) - {record["epoch"] for record in kept})
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        what = f"lacks epochs {shown}" if missing else "repeats or misorders epochs"
+        raise ConfigError("outputs.metrics", f"{literal(path)}: the metrics file {what} up to the checkpoint's "
+                          f"epoch {epoch}" + remedy)
     # the first record keeps its run header; an older file's NaN is written null
-    return [json.dumps(_finite(record), allow_nan=False) + "\n" for record in records if record["epoch"] <= epoch]
+    return [json.dumps(_finite(record), allow_nan=False) + "\n" for record in kept]
+
+
+def _field(header: dict, dotted: str) -> object:
+    value: object = header
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+

@@ -14,7 +14,7 @@ import json
 import socket
 import sys
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -37,7 +37,7 @@ from .minibatch import sampler_options
 from .partition_dir import read_meta
 from .prepare import GraphOptions
 from .progress import Progress
-from .safe_io import WEIGHTS, check_target, write_npz
+from .safe_io import METRICS, WEIGHTS, check_target, claimed, write_npz
 from .shard import Shard
 from .spmm_kernels import choose_kernel
 from .threads import available_cores
@@ -87,12 +87,35 @@ def shards_from(source: SourceConfig, seed: int) -> ShardSource:
 
 def run(config: RunConfig, transport: Transport, threads: int, shard_source: ShardSource,
         name_field: NameField = str) -> Outcome:
-    """Train on this rank as ``config`` says, with ``threads`` compute threads already set (collective)."""
+    """Train on this rank as ``config`` says, with ``threads`` compute threads already set (collective).
+
+    First the ranks agree on the settings (a rank given others would enter other collectives), then rank 0
+    claims the outputs it will write and the checkpoint directory, so that a second run wanting any of them
+    is refused before it loads anything.
+    """
+    agree_on_config(transport, config)
+    outputs, root = config.outputs, transport.rank == 0
+    files = [(Path(path), kind) for path, kind in ((outputs.metrics, METRICS), (outputs.save_weights, WEIGHTS))
+             if path]
+
+    def claim(held: ExitStack) -> None:
+        for path, kind in files:
+            check_target(path, kind)  # a path that cannot be written is refused as such, before it is claimed
+        held.enter_context(claimed((path, kind.name) for path, kind in files))
+
+    with ExitStack() as held:
+        agree(transport, lambda: claim(held) if root else None)
+        directory = agree(transport, lambda: _worded(lambda: checkpoint_dir(
+            outputs.checkpoint_dir, resume=outputs.resume, owner=root), name_field)) if outputs.checkpoint_dir else None
+        return _run(config, transport, threads, shard_source, name_field, directory)
+
+
+def _run(config: RunConfig, transport: Transport, threads: int, shard_source: ShardSource, name_field: NameField,
+         directory: Path | None) -> Outcome:
     def agreed(step: Callable[[], T]) -> T:
         return agree(transport, lambda: _worded(step, name_field))
 
     outputs, train = config.outputs, config.train
-    agree_on_config(transport, config)  # first: a rank given other settings would enter other collectives
     kernel = agreed(lambda: choose_kernel(config.compute.spmm_kernel, transport.device))
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
@@ -117,12 +140,11 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
     agreed(lambda: _check_memory(shard, train, transport, kernel))
     trainer = agreed(lambda: _make_trainer(shard, transport, config, kernel, progress))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
-    directory = agreed(lambda: checkpoint_dir(outputs.checkpoint_dir, resume=outputs.resume, owner=root)
-                       ) if outputs.checkpoint_dir else None
     if outputs.resume:
         _resume(trainer, transport, directory, identity, name_field)
     resume_after = trainer.completed_epochs if outputs.resume else None
-    writer = agreed(lambda: MetricsWriter(outputs.metrics if root else None, header, resume_after))
+    writer = agreed(lambda: MetricsWriter(outputs.metrics if root else None, header, resume_after,
+                                          restart=outputs.restart_metrics))
     history: list[dict] = []
     saved_epoch = None
 

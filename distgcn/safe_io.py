@@ -31,6 +31,15 @@
 5. **One run per checkpoint directory.** :func:`lock_directory` holds an
    ``flock`` on a lock file in the directory for the life of the process; a
    second run that wants it is refused (:mod:`distgcn.checkpoint`).
+6. **One writer per output.** :func:`claimed` holds an ``flock`` on a lock
+   file beside an output (``.NAME.distgcn-lock``, naming the holder) while a
+   command writes it; a second distgcn process that wants the same output is
+   refused at its start, naming the holder, instead of renaming its file over
+   the first one's.
+7. **Nothing inside a partition directory.** ``partition --force`` replaces
+   such a directory as a whole and refuses one holding files it did not write,
+   so no other output (a metrics file, a checkpoint or report directory,
+   another partition) may be placed in one.
 """
 
 from __future__ import annotations
@@ -41,8 +50,11 @@ import os
 import re
 import secrets
 import shutil
+import socket
+import sys
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -147,10 +159,41 @@ def is_output(path: Path, kind: Kind) -> bool:
     return wanted and kind.recognise(path)
 
 
+PARTITION_KEYS = frozenset({"format_version", "partition_id", "parts", "shards"})
+
+
+def enclosing_partition(path: Path) -> Path | None:
+    """The partition directory that ``path`` lies inside (any level up), or None.
+
+    A directory counts if its meta.json is a JSON object with distgcn's keys, whatever else it holds.
+    """
+    for ancestor in Path(os.path.realpath(path)).parents:
+        meta = ancestor / "meta.json"
+        if not meta.is_file():
+            continue
+        try:
+            with open(meta, "rb") as fh:
+                found = json.loads(fh.read(SNIFF_BYTES))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(found, dict) and PARTITION_KEYS <= found.keys():
+            return ancestor
+    return None
+
+
+def refuse_inside_partition(path: Path, what: str) -> None:
+    """Refuse an output inside a partition directory, which ``partition --force`` replaces as a whole."""
+    home = enclosing_partition(path)
+    if home is not None:
+        raise InputError(f"the {what} would lie inside the partition directory {home}, which distgcn replaces as a "
+                         "whole: choose a place outside it", path=path)
+
+
 def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
-    """Create ``path`` (and its parents) if needed; refuse an unwritable directory."""
+    """Create ``path`` (and its parents) if needed; refuse an unwritable directory or one inside a partition."""
     if path.exists() and not path.is_dir():
         raise InputError(f"{what} is not a directory", path=path)
+    refuse_inside_partition(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -170,6 +213,7 @@ def check_target(path: Path, kind: Kind) -> Path:
                          "write: move it away or choose another name", path=path)
     if path.parent.exists() and not path.parent.is_dir():
         raise InputError(f"cannot write: {path.parent} is not a directory", path=path)
+    refuse_inside_partition(path, kind.name)
     prepare_output_dir(path.parent, what="directory of the output file")
     return path
 
@@ -274,6 +318,7 @@ def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterab
                              "distgcn never replaces it, even with --force: choose another directory", path=out)
         if not force:
             raise InputError(f"exists and holds an earlier {kind.name} (pass --force to replace it)", path=out)
+    refuse_inside_partition(out, kind.name)
     prepare_output_dir(out.parent, what=f"parent directory of {flag}")
     return out
 
@@ -330,3 +375,71 @@ def lock_directory(directory: Path, what: str) -> None:
         raise InputError(f"the {what} is in use by another run; wait for it to end or choose another directory",
                          path=directory) from None
     _held[key] = fd
+
+
+CLAIM_SUFFIX = ".distgcn-lock"
+
+
+def claim_path(output: Path) -> Path:
+    """The lock file of an output: beside it, so that it outlives the renames that replace the output."""
+    return output.with_name(f".{output.name}{CLAIM_SUFFIX}")
+
+
+def holder_line() -> str:
+    """Who holds a claim, as its lock file records it: process, host and command."""
+    command = " ".join(os.path.basename(arg) if index == 0 else arg for index, arg in enumerate(sys.argv))
+    return f"process {os.getpid()} on {socket.gethostname()}: {command[:200]}"
+
+
+@contextmanager
+def claimed(outputs: Iterable[tuple[Path, str]]) -> Iterator[None]:
+    """Hold every ``(path, what)`` output for the block; refuse at once if another process holds one.
+
+    Each claim is an exclusive ``flock`` on :func:`claim_path`, whose text names the holder. The lock file is
+    removed on release while still locked, and a claim checks after locking that the file it locked is
+    still the one at that name, so two processes can never both hold one output. A process killed with
+    SIGKILL leaves its lock file unlocked; the next claim reuses it.
+    """
+    taken: list[tuple[Path, int]] = []
+    try:
+        for path, what in outputs:
+            key = Path(os.path.realpath(path))
+            try:
+                key.parent.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                continue  # nothing can be written there: the command's own checks say why, in its words
+            taken.append((key, _lock_claim(Path(path), key, what)))
+        yield
+    finally:
+        for key, fd in reversed(taken):
+            try:
+                os.unlink(claim_path(key))
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _lock_claim(path: Path, key: Path, what: str) -> int:
+    lock = claim_path(key)
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise InputError(f"cannot create the lock file of the {what} ({exc.strerror or exc})", path=lock) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 512).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise InputError(f"the {what} is being written by another distgcn run ({holder}); wait for it to end "
+                             "or choose another name", path=path) from None
+        try:
+            current = os.stat(lock, follow_symlinks=False)
+        except FileNotFoundError:
+            current = None
+        locked = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (locked.st_dev, locked.st_ino):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (holder_line() + "\n").encode(), 0)
+            return fd
+        os.close(fd)  # its holder released and removed it between our open and our lock: take the new one

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
+from pathlib import Path
 
 from ..config import DEFAULT_PARTITION_MODEL, PARTITION_MODELS
 from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
@@ -76,8 +78,11 @@ def run(args: argparse.Namespace) -> int:
         return _run_on_ranks(args, options)
     from partition.precompute import write_partition
 
-    write_partition(options, args.out, args.parts, args.model, force=args.force, quiet=args.quiet,
-                    verbose=args.verbose, vertex_order=args.vertex_order, **_partitioning(args))
+    from ..safe_io import claimed
+
+    with claimed([(Path(args.out), "partition directory")]):
+        write_partition(options, args.out, args.parts, args.model, force=args.force, quiet=args.quiet,
+                        verbose=args.verbose, vertex_order=args.vertex_order, **_partitioning(args))
     _print_stats(args)
     return 0
 
@@ -97,15 +102,19 @@ def _run_on_ranks(args: argparse.Namespace, options) -> int:
     from partition.rank_shards import write_partition_on_ranks
 
     from .. import signals
-    from ..collective import CollectiveInputError, RankFailed, abort_on_unexpected
+    from ..collective import CollectiveInputError, RankFailed, abort_on_unexpected, agree
     from ..mpi_group import MPIGroup
+    from ..safe_io import claimed
 
     group = MPIGroup()
     signals.attach_job(group.rank, group.size, group.abort)
     try:
-        write_partition_on_ranks(group, options, args.out, args.parts, args.model, force=args.force,
-                                 quiet=args.quiet, verbose=args.verbose, vertex_order=args.vertex_order,
-                                 **_partitioning(args))
+        with ExitStack() as held:
+            agree(group, lambda: held.enter_context(claimed([(Path(args.out), "partition directory")]))
+                  if group.rank == 0 else None)
+            write_partition_on_ranks(group, options, args.out, args.parts, args.model, force=args.force,
+                                     quiet=args.quiet, verbose=args.verbose, vertex_order=args.vertex_order,
+                                     **_partitioning(args))
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
-from ..safe_io import prepare_output_dir
+from ..safe_io import claimed, prepare_output_dir
 
 INPUT_HELP = ("a metrics file (--metrics of 'distgcn train') or a partition directory; append "
               "@key=value,... to name or complete it (keys: label, ranks, model, graph), e.g. "
@@ -34,9 +34,10 @@ def run(args: argparse.Namespace) -> int:
     from ..report.summary import write_summary
 
     runs, partitions = load_inputs(args.inputs)
-    out = prepare_output_dir(Path(args.out), what="report directory")
-    figures = render_all(runs, partitions, out)
-    summary = write_summary(runs, partitions, figures, out)
+    with claimed([(Path(args.out), "report directory")]):
+        out = prepare_output_dir(Path(args.out), what="report directory")
+        figures = render_all(runs, partitions, out)
+        summary = write_summary(runs, partitions, figures, out)
     for _, path in figures:
         print(path)
     print(summary)

@@ -87,6 +87,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true",
                        help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
                             "there is none, so a requeued job can always pass it)")
+    train.add_argument("--restart-metrics", action="store_true",
+                       help="with --resume: start a new --metrics file after the checkpoint's epoch instead of "
+                            "continuing the old one, which is refused when it is another run's or lacks epochs")
     add_sampler_options(train)
     train.add_argument("--batches-per-epoch", type=positive_int, metavar="K",
                        help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
@@ -109,7 +112,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     source.require_one()
     outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
                            checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
-                           resume=args.resume)
+                           resume=args.resume, restart_metrics=args.restart_metrics)
     train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
                         dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
                         seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
