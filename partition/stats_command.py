@@ -53,6 +53,11 @@ def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) 
     return meta, out
 
 
+def _figure(value: object, spec: str = "", unit: str = "") -> str:
+    """``value`` formatted with ``spec`` and followed by ``unit``; 'not recorded' where meta.json has none."""
+    return "not recorded" if value is None else f"{value:{spec}}{unit}"
+
+
 def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> dict:
     return _verified_stats(Path(directory), options, verify)[1]
 
@@ -77,9 +82,11 @@ def _memory_table(memory: dict) -> str:
 
 
 def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> str:
+    """The report of one directory; a figure that meta.json does not record (an older or edited file) reads
+    'not recorded'."""
     s = stats_json(directory, options, verify)
     graph = s["graph"] or {}
-    vol, msg = s["volume"], s["messages"]
+    vol, msg = s["volume"] or {}, s["messages"] or {}
     rows = [
         ("graph", f"{graph.get('name')}  ({graph.get('n')} vertices, {graph.get('nnz')} nonzeros in Â)"),
         ("partition", f"{s['model']} into {s['parts']} parts"
@@ -87,14 +94,14 @@ def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), ver
                       + (f" ({s['preset']})" if s["preset"] else "")
                       + (f", epsilon {s['epsilon']}" if s["epsilon"] is not None else "")
                       + (f", seed {s['seed']}" if s["seed"] is not None else "")),
-        ("partition time", f"{s['partition_s']:.2f} s"),
-        ("volume (rows/SpMM)", f"total {vol['total']}  avg {vol['avg']:.1f}  max sent {vol['max']}  "
-                               f"max received {s['max_recv_volume']}"),
-        ("messages (per SpMM)", f"total {msg['total']}  avg {msg['avg']:.1f}  max sent {msg['max']}  "
-                                f"max received {s['max_recv_messages']}"),
-        ("connectivity-1", str(s["connectivity_minus_one"])),
-        ("edge cut", str(s["edge_cut"])),
-        ("load imbalance", f"{s['imbalance']:.3f} (max/avg nonzeros per rank)"),
+        ("partition time", _figure(s["partition_s"], ".2f", " s")),
+        ("volume (rows/SpMM)", f"total {_figure(vol.get('total'))}  avg {_figure(vol.get('avg'), '.1f')}  "
+                               f"max sent {_figure(vol.get('max'))}  max received {_figure(s['max_recv_volume'])}"),
+        ("messages (per SpMM)", f"total {_figure(msg.get('total'))}  avg {_figure(msg.get('avg'), '.1f')}  "
+                                f"max sent {_figure(msg.get('max'))}  max received {_figure(s['max_recv_messages'])}"),
+        ("connectivity-1", _figure(s["connectivity_minus_one"])),
+        ("edge cut", _figure(s["edge_cut"])),
+        ("load imbalance", _figure(s["imbalance"], ".3f", " (max/avg nonzeros per rank)")),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
@@ -138,6 +145,10 @@ def compare(directories: Sequence[str], options: ModelConfig = ModelConfig()) ->
     return rows
 
 
+def _cell(value: object, spec: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}"
+
+
 def _mib(value: int) -> str:
     return f"{value / 2**20:.1f}"
 
@@ -152,8 +163,9 @@ def compare_table(rows: Sequence[Compared]) -> str:
         s = r.stats
         model = f"{s['model']} ({s['partitioner']})" if s["partitioner"] else str(s["model"])
         ranks = s["memory"]["ranks"]
-        body.append((r.label, model, str(s["parts"]), str(s["volume"]["total"]), str(s["volume"]["max"]),
-                     str(s["messages"]["total"]), str(s["messages"]["max"]), f"{s['imbalance']:.3f}",
+        vol, msg = s["volume"] or {}, s["messages"] or {}
+        body.append((r.label, model, str(s["parts"]), _cell(vol.get("total")), _cell(vol.get("max")),
+                     _cell(msg.get("total")), _cell(msg.get("max")), _cell(s["imbalance"], ".3f"),
                      _mib(max(x["gpu_bytes"] for x in ranks)), _mib(max(x["cpu_bytes"] for x in ranks)),
                      r.sampler or "-", "-" if r.samples is None else str(r.samples),
                      "-" if r.minibatch_volume is None else f"{r.minibatch_volume:.1f}"))
