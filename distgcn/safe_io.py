@@ -358,7 +358,8 @@ _held: dict[Path, int] = {}
 def lock_directory(directory: Path, what: str) -> None:
     """Hold an exclusive lock on ``directory`` for this process; refuse if another process holds it.
 
-    The lock file stays (empty) after the run: deleting it would let two runs lock different files.
+    The lock file stays after the run (deleting it would let two runs lock different files); while held, it
+    names the holder (:func:`holder_line`), which a refused run quotes.
     """
     key = Path(directory).resolve()
     if key in _held:
@@ -371,9 +372,13 @@ def lock_directory(directory: Path, what: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        holder = os.read(fd, 512).decode(errors="replace").strip()
         os.close(fd)
-        raise InputError(f"the {what} is in use by another run; wait for it to end or choose another directory",
-                         path=directory) from None
+        named = f" ({holder})" if holder else ""
+        raise InputError(f"the {what} is in use by another run{named}; wait for it to end or choose another "
+                         "directory", path=directory) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (holder_line() + "\n").encode(), 0)
     _held[key] = fd
 
 
