@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, Protocol
 
@@ -109,7 +109,10 @@ def digest_chunks(values: Mapping[str, Any]) -> list[int]:
     return [(number >> (CHUNK_BITS * index)) & mask for index in range(CHUNKS)]
 
 
-def _agree(group: Reducing, values: Mapping[str, Any], template, field_path: str | None = None) -> None:
+def _agree(group: Reducing, values: Mapping[str, Any], template: Callable[[str, str], str],
+           field_path: str | None = None) -> None:
+    """Compare ``values`` across ranks; on a difference raise RanksDisagree worded by ``template(field, shown)``
+    on every rank, as a fault of ``field_path`` (default: the differing field itself)."""
     chunks = [float(chunk) for chunk in digest_chunks(values)]
     reduced = group.allreduce(chunks + [-chunk for chunk in chunks], op="max")
     if all(high == -negated_low for high, negated_low in zip(reduced[:CHUNKS], reduced[CHUNKS:])):

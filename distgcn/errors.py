@@ -20,6 +20,18 @@ class InputError(Exception):
             if line is not None:
                 where += f":{line}"
             where += ": "
-        super().__init__(where + message)
+        super().__init__(bounded(where + message))
         self.path = path
         self.line = line
+
+
+MESSAGE_CHARS = 1000
+"""The longest error line printed whole; a library's text quoted in one (zipfile quotes raw headers) can be far
+longer, and is then shown by its start and its end."""
+
+
+def bounded(message: str) -> str:
+    """``message`` if it has at most MESSAGE_CHARS characters, else its start and end around ' [...] '."""
+    if len(message) <= MESSAGE_CHARS:
+        return message
+    return message[:MESSAGE_CHARS * 3 // 4] + " [...] " + message[-(MESSAGE_CHARS // 4):]

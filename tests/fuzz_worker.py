@@ -30,6 +30,11 @@ def data_bytes() -> int:
     raise RuntimeError("no VmData in /proc/self/status")
 
 
+def _ends(text: str, keep: int = 8000) -> str:
+    """``text``, or its first and last ``keep`` characters: a reply stays small, and an error line stays whole."""
+    return text if len(text) <= 2 * keep else text[:keep] + "\n[...]\n" + text[-keep:]
+
+
 def main() -> None:
     limit = int(sys.argv[1]) << 20
     import torch  # noqa: F401 - imported before the cap: what every command needs anyway
@@ -45,9 +50,9 @@ def main() -> None:
         started = time.monotonic()
         try:
             done = distgcn_in_process(request["args"], cwd=Path(request["cwd"]))
-            reply = {"code": done.returncode, "stdout": done.stdout[-4000:], "stderr": done.stderr[-8000:]}
+            reply = {"code": done.returncode, "stdout": done.stdout[-4000:], "stderr": _ends(done.stderr)}
         except BaseException:  # noqa: BLE001 - what escaped the command line is the finding
-            reply = {"code": None, "stdout": "", "stderr": traceback.format_exc()[-8000:]}
+            reply = {"code": None, "stdout": "", "stderr": _ends(traceback.format_exc())}
         reply["seconds"] = time.monotonic() - started
         reply["peak_growth_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) / 1024
         print(json.dumps(reply), flush=True)

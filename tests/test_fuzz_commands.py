@@ -405,3 +405,18 @@ def test_found_stats_of_a_meta_json_without_optional_figures(worker, made, tmp_p
     done = assert_clean(worker, ["stats", str(part), *([str(made / "part")] if several else [])], tmp_path)
     assert done["code"] == 0
     assert ("not recorded" if not several else " - ") in done["stdout"]
+
+
+def test_found_a_shard_whose_zip_header_is_damaged_is_named_in_one_short_line(worker, made, tmp_path):
+    """zipfile's error quotes the damaged local header, raw, tens of KB: the line stays short and whole
+    (a shard with one file name's length flipped, found by test_damaged_partition_directories)."""
+    part = tmp_path / "part"
+    shutil.copytree(made / "part", part)
+    shard = part / "shard-00000.npz"
+    data = bytearray(shard.read_bytes())
+    first_name = data.index(b"rank.npy")
+    data[first_name - 3] ^= 0x0c  # the high byte of the file name length in the second local header
+    shard.write_bytes(bytes(data))
+    done = assert_clean(worker, ["train", str(part), "--epochs", "1", "--quiet"], tmp_path)
+    [line] = [line for line in messages(done["stderr"]) if ": error: " in line]
+    assert line.startswith(f"distgcn: error: {shard}: cannot read shard (") and len(line) < 1100, line
