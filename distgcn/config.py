@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError
+from .errors import InputError, printable
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -63,7 +63,7 @@ class ConfigError(InputError):
 
     def render(self, name: Callable[[str], str]) -> str:
         """The message with each field named by ``name`` (the command line passes its flags)."""
-        return _FIELD.sub(lambda match: name(match.group(1)), self.template)
+        return printable(_FIELD.sub(lambda match: name(match.group(1)), self.template))
 
 
 def attention_heads(layers: int, heads: int, output_heads: int) -> list[int]:

@@ -269,7 +269,7 @@ def test_planetoid_prefix_and_single_file_specs(tmp_path):
 
 def test_planetoid_refuses_other_features_flags(tmp_path):
     make_planetoid(tmp_path)
-    expect_error(tmp_path, "only to graphs without", features=4, classes=2)
+    expect_error(tmp_path, "for a graph that has neither", "this one has features, labels", features=4, classes=2)
 
 
 def test_planetoid_errors(tmp_path):
