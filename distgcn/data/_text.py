@@ -20,8 +20,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from distgcn import memory
 from distgcn.errors import InputError, quoted
-from distgcn.memory import available_bytes, check_fits
 
 MAX_ID = 2**62
 """Integers at or beyond this magnitude are rejected: ids are combined as row * n + col."""
@@ -55,22 +55,22 @@ def read_bytes(path: Path, *, bytes_per_byte: int = 1) -> bytes | bytearray:
     it is read, and a compressed one as soon as what it has decompressed to cannot: a small ``.gz`` can
     hold gigabytes.
     """
-    available = available_bytes(None, 1)
+    available = memory.available_bytes(None, 1)
     limit = None if available is None else available // bytes_per_byte
     with input_errors(path):
         if not path.name.endswith(".gz"):
             size = path.stat().st_size
             if limit is not None and size > limit:
-                check_fits(path, None, f"file of {size} bytes", size * bytes_per_byte, available=available,
-                           doing="reading it")
+                memory.check_fits(path, None, f"file of {size} bytes", size * bytes_per_byte,
+                                  available=available, doing="reading it")
             return path.read_bytes()
         data = bytearray()
         with gzip.open(path, "rb") as f:
             while chunk := f.read(BLOCK_BYTES):
                 if limit is not None and len(data) + len(chunk) > limit:
                     total = len(data) + len(chunk)
-                    check_fits(path, None, f"decompresses to more than {total} bytes (read so far)",
-                               total * bytes_per_byte, available=available, doing="reading it")
+                    memory.check_fits(path, None, f"decompresses to more than {total} bytes (read so far)",
+                                      total * bytes_per_byte, available=available, doing="reading it")
                 data += chunk
         return data
 
@@ -121,8 +121,8 @@ class BoundedLines(io.RawIOBase):
 
 def long_line(path: Path, line: int, max_line_bytes: int) -> InputError:
     """The error for a line of more than ``max_line_bytes``."""
-    return InputError(f"line longer than {max_line_bytes / 2**20:g} MiB (expected lines of text)", path=path,
-                      line=line)
+    size = f"{max_line_bytes >> 20} MiB" if max_line_bytes % (1 << 20) == 0 else f"{max_line_bytes} bytes"
+    return InputError(f"line longer than {size} (expected lines of text)", path=path, line=line)
 
 
 def line_blocks(path: Path, block_bytes: int = BLOCK_BYTES,
