@@ -40,8 +40,7 @@ BLOCK_BYTES = 16 << 20
 
 MAX_LINE_BYTES = BLOCK_BYTES
 """The longest line the line-by-line readers take. Their lines are an edge or a row of numbers; a longer one
-would be held whole before it could be parsed: one line of a gigabyte of spaces, compressed to a megabyte,
-once took 3 GB of memory before 'no edges found', and ten times that the out-of-memory killer."""
+would be held whole before it could be parsed, and a line of a gigabyte of spaces compresses to a megabyte."""
 TOKENIZE_BYTES_PER_BYTE = 4
 """What :func:`tokenize_ints` holds per byte of text at least, whatever the text: the text, two boolean masks
 of its length and the copy numpy's parser reads."""
