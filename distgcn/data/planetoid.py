@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import feature_matrix
-from distgcn.errors import InputError
+from distgcn.errors import InputError, quoted
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size
 
@@ -102,7 +102,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _ALLOWED[(module, name)]
         except KeyError:
             raise InputError(
-                f"refusing to unpickle {module}.{name}: Planetoid files may only hold "
+                f"refusing to unpickle {quoted(f'{module}.{name}')}: Planetoid files may only hold "
                 "numpy arrays, scipy sparse matrices, lists and dicts",
                 path=self.path,
             ) from None
