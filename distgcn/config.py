@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError
+from .errors import InputError, printable
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -64,7 +64,8 @@ class ConfigError(InputError):
 
     def render(self, name: Callable[[str], str]) -> str:
         """The message with each field named by ``name`` (the command line passes its flags)."""
-        return _FIELD.sub(lambda match: name(match.group(1)) if match.group(1) else match.group(0)[0], self.template)
+        return printable(_FIELD.sub(lambda match: name(match.group(1)) if match.group(1) else match.group(0)[0],
+                                    self.template))
 
 
 def literal(text: object) -> str:

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .data.adjacency import canonicalize, edges_to_adjacency, require_edges
+from .data.features import feature_matrix
 from .errors import InputError
 from .graph import Graph, normalized_adjacency
 
@@ -215,9 +216,8 @@ def _with_data(graph: Graph, features: np.ndarray | None, labels: np.ndarray | N
     n = graph.num_vertices
     if features is not None:
         features = np.asarray(features)
-        if features.ndim != 2 or features.shape[0] != n or not np.issubdtype(features.dtype, np.number):
-            raise InputError(f"features must be a numeric [{n}, F] array, got {features.dtype} {features.shape}")
-        graph.features = np.array(features, dtype=np.float32)
+        checked = feature_matrix(features, "features", None, rows=n)
+        graph.features = checked.copy() if checked is features else checked
     if labels is not None:
         labels = np.asarray(labels)
         if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):

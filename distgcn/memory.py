@@ -105,10 +105,20 @@ def check_declared_size(path: str | Path, line: int | None, declared: str, *, ve
     if min_file_bytes is not None and file_bytes is not None and min_file_bytes > file_bytes:
         raise InputError(f"{declared}: the file would hold at least {min_file_bytes} bytes but has {file_bytes}",
                          path=path, line=line)
-    need = vertices * VERTEX_BYTES + entries * EDGE_BYTES + extra_bytes
-    available = available_bytes(None, 1)
+    check_fits(path, line, declared, vertices * VERTEX_BYTES + entries * EDGE_BYTES + extra_bytes)
+
+
+def check_fits(path: str | Path | None, line: int | None, found: str, need: int, *,
+               available: int | None = None, doing: str = "loading") -> None:
+    """Refuse, before allocating, what needs at least ``need`` bytes of memory when this node has less.
+
+    ``found`` says what sets the need, for the message; ``available`` is the memory a reader measured when
+    it started (what it has allocated since is its own), or None to measure it now (unknown: accepted).
+    """
+    if available is None:
+        available = available_bytes(None, 1)
     if available is not None and need > available:
-        raise InputError(f"{declared}: loading needs at least {need / 2**30:.1f} GiB but this node has "
+        raise InputError(f"{found}: {doing} needs at least {need / 2**30:.1f} GiB but this node has "
                          f"{available / 2**30:.1f} GiB available", path=path, line=line)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .data import load_graph
+from .data.features import check_feature_matrix, how_to_add, training_data_parts, words
 from .data.synthetic import declares_training_data
 from .errors import InputError
 from .graph import Graph, normalized_adjacency
@@ -54,7 +55,7 @@ def prepare_loaded_graph(graph: Graph, source: str, feature_norm: str = "row") -
     get exactly the preparation the command line gives a file.
     """
     if not graph.has_training_data:
-        raise _no_training_data(source)
+        raise _no_training_data(source, graph)
     check_training_data(graph, source)
     if feature_norm == "row":
         graph.features = normalize_rows(graph.features)
@@ -63,9 +64,14 @@ def prepare_loaded_graph(graph: Graph, source: str, feature_norm: str = "row") -
     return graph, normalized_adjacency(graph.adj)
 
 
-def _no_training_data(source: str) -> InputError:
-    return InputError(f"graph {source!r} has no features or labels: pass --features F --classes C "
-                      "to train on random ones, as the paper does for unlabelled graphs")
+def _no_training_data(source: str, graph: Graph | None = None) -> InputError:
+    """The error for a graph without what training needs, saying what it has and how to give the rest."""
+    have, lack = training_data_parts(graph) if graph is not None else ([], [])
+    if not have:
+        return InputError(f"graph {source!r} has no features or labels: pass --features F --classes C "
+                          "to train on random ones, as the paper does for unlabelled graphs")
+    return InputError(f"graph {source!r} has {words(have)} but no {words(lack)}, which training needs: add "
+                      f"{how_to_add(lack, graph.num_vertices)} to it")
 
 
 def check_training_data(graph: Graph, source: str) -> None:
@@ -75,6 +81,7 @@ def check_training_data(graph: Graph, source: str) -> None:
     made once here so that no format can slip a NaN into the first layer.
     """
     n = graph.num_vertices
+    check_feature_matrix(graph.features, "features", source, rows=n)  # loaders check theirs; a Graph built in Python
     finite_rows = np.isfinite(graph.features).all(axis=1)
     if not finite_rows.all():
         row = int(np.flatnonzero(~finite_rows)[0])

@@ -62,13 +62,14 @@ def write_bytes(directory: Path, name: str, data: bytes) -> Path:
 
 
 def npz_graph(directory: Path, name: str = "g.npz", **overrides) -> Path:
-    """A valid 4-vertex graph in the project's .npz format, with chosen arrays replaced."""
+    """A valid 4-vertex graph in the project's .npz format, with chosen arrays replaced (None: left out)."""
     n = 4
     arrays = dict(adj_indptr=np.array([0, 1, 2, 3, 4]), adj_indices=np.array([1, 2, 3, 0]),
                   adj_shape=np.array([n, n]), vertex_ids=np.arange(n), features=np.ones((n, 3), np.float32),
                   labels=np.array([0, 1, 0, 1]), train_mask=np.array([True, True, False, False]),
                   val_mask=np.array([False, False, True, False]), test_mask=np.array([False, False, False, True]))
     arrays.update(overrides)
+    arrays = {key: value for key, value in arrays.items() if value is not None}  # None: the array left out
     path = directory / name
     np.savez(path, **arrays)
     return path
@@ -317,7 +318,63 @@ CASES = [
     Case("halo-dtype-with-minibatches", "train --sampler node --halo-dtype bfloat16",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--sampler", "node",
                     "--batch-size", "2", "--halo-dtype", "bfloat16"], "--halo-dtype"),
+    Case("gzip-line-without-end", "a .txt.gz of 64 KB holding one line of 64 MiB of spaces",
+         graph_train(lambda d: write_bytes(d, "spaces.txt.gz", gzip.compress(b" " * (1 << 20), 9) * 64)),
+         "spaces.txt.gz:1: line longer than 16 MiB"),
+    Case("integer-of-thousands-of-digits", "an edge-list id of 5000 digits",
+         graph_train(lambda d: write(d, "long.txt", "0 1\n1 " + "9" * 5000 + "\n")), "long.txt:2: integer '999"),
+    Case("random-features-too-large", "--features 10^11 on a 4-vertex edge list",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), "--features", "100000000000",
+                    "--classes", "2", "--epochs", "1"], "--features 100000000000 on the 4 vertices"),
+    Case("partition-random-features-too-large", "partition --features 10^11 on a 4-vertex edge list",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--features", "100000000000",
+                    "--classes", "2", "--out", str(d / "out")], "--features 100000000000 on the 4 vertices"),
+    Case("classes-more-than-vertices", "--classes 10 on a 3-vertex edge list",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", "0 1\n1 2\n")), "--features", "4", "--classes", "10",
+                    "--epochs", "1"], "--classes 10 is more than the 3 vertices"),
+    Case("planetoid-test-id-far-out", "a Planetoid test.index naming vertex 10^9 of 8",
+         graph_train(lambda d: planetoid_with_test_ids(d, f"7\n{10**9}\n"), LABELLED),
+         "ind.tiny.test.index:2: test vertex id 1000000000 is beyond"),
+    Case("musae-id-beyond-64-bits", "a MUSAE target file with the id 10^25",
+         graph_train(lambda d: musae_with(d, "fb_target.csv", f"id,page_type\n0,a\n{10**25},b\n"), LABELLED),
+         "fb_target.csv:3: integer '10000000000000000000000000' is too large"),
+    Case("musae-feature-id-beyond-64-bits", "a MUSAE feature file with the feature id 10^25",
+         graph_train(lambda d: musae_with(d, "fb.json", f'{{"0": [0],\n"1": [{10**25}]}}'), LABELLED),
+         "fb.json:2: integer '10000000000000000000000000' is too large"),
+    Case("npz-without-masks", "an .npz with features and labels but no masks",
+         graph_train(lambda d: npz_graph(d, train_mask=None, val_mask=None, test_mask=None), LABELLED),
+         "has features and labels but no train_mask"),
+    Case("npz-without-masks-given-features", "the same .npz with --features/--classes",
+         graph_train(lambda d: npz_graph(d, train_mask=None, val_mask=None, test_mask=None)),
+         "this one has features and labels; what it lacks is train_mask"),
+    Case("features-complex", "complex features in an .npz",
+         graph_train(lambda d: npz_graph(d, features=np.full((4, 3), 1 + 2j)), LABELLED),
+         "g.npz: features holds complex numbers"),
+    Case("features-zero-width", "an .npz whose features have 0 columns",
+         graph_train(lambda d: npz_graph(d, features=np.ones((4, 0), np.float32)), LABELLED),
+         "g.npz: features has 0 columns"),
+    Case("control-characters-in-a-token", "a Matrix Market banner holding the escape sequence that clears a screen",
+         graph_train(lambda d: write(d, "m.mtx", "%%MatrixMarket matrix coordinate \x1b[2J general\n"
+                                                 "2 2 1\n1 2\n")), "m.mtx: invalid Matrix Market header"),
 ]
+
+
+def planetoid_with_test_ids(directory: Path, test_ids: str) -> Path:
+    """The 8-vertex Planetoid dataset of tests/tiny_datasets.py with another test.index."""
+    from tiny_datasets import make_planetoid
+
+    make_planetoid(directory / "tiny")
+    write(directory / "tiny", "ind.tiny.test.index", test_ids)
+    return directory / "tiny"
+
+
+def musae_with(directory: Path, name: str, text: str) -> Path:
+    """The 5-page MUSAE dataset of tests/tiny_datasets.py with one file replaced."""
+    from tiny_datasets import make_musae
+
+    make_musae(directory / "fb")
+    write(directory / "fb", name, text)
+    return directory / "fb"
 
 
 def symlink(directory: Path, name: str, target: Path) -> Path:

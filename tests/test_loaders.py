@@ -269,7 +269,7 @@ def test_planetoid_prefix_and_single_file_specs(tmp_path):
 
 def test_planetoid_refuses_other_features_flags(tmp_path):
     make_planetoid(tmp_path)
-    expect_error(tmp_path, "only to graphs without", features=4, classes=2)
+    expect_error(tmp_path, "for a graph that has neither", "this one has features, labels", features=4, classes=2)
 
 
 def test_planetoid_errors(tmp_path):
@@ -288,6 +288,34 @@ def test_planetoid_errors(tmp_path):
     make_planetoid(tmp_path / "e")
     (tmp_path / "e" / "ind.tiny.test.index").write_text("7\n")
     expect_error(tmp_path / "e", "ind.tiny.test.index", "1 test ids")
+
+
+def test_planetoid_ids_are_bounded_by_what_the_other_files_hold(tmp_path):
+    """Before: one test id of 10^9 sized every array by itself (gigabytes, minutes) before anything was refused.
+    The tiny dataset holds 5 rows of allx, 2 of tx and 8 lists in graph: ids 0..7."""
+    make_planetoid(tmp_path / "a")
+    (tmp_path / "a" / "ind.tiny.test.index").write_text(f"7\n{10**9}\n")
+    expect_error(tmp_path / "a", "ind.tiny.test.index:2: test vertex id 1000000000 is beyond the dataset's 8 "
+                 "vertices (5 rows of allx, 2 of tx, 8 lists in graph)")
+    make_planetoid(tmp_path / "b")
+    (tmp_path / "b" / "ind.tiny.test.index").write_text("8\n5\n")  # one beyond: refused
+    expect_error(tmp_path / "b", "ind.tiny.test.index:1: test vertex id 8 is beyond")
+    make_planetoid(tmp_path / "c")
+    graph = {0: [1, 2], 1: [0], 2: [0, 2], 3: [4], 4: [3], 5: [7], 6: [], 7: [5, 10**12]}
+    with open(tmp_path / "c" / "ind.tiny.graph", "wb") as f:
+        pickle.dump(graph, f, protocol=2)
+    expect_error(tmp_path / "c", "ind.tiny.graph: vertex id 1000000000000 in the adjacency lists is beyond")
+
+
+def test_planetoid_matrices_must_be_real_with_columns(tmp_path):
+    make_planetoid(tmp_path / "a")
+    with open(tmp_path / "a" / "ind.tiny.tx", "wb") as f:
+        pickle.dump(np.ones((2, 3), np.complex64), f, protocol=2)
+    expect_error(tmp_path / "a", "ind.tiny.tx: the matrix holds complex numbers (complex64)")
+    make_planetoid(tmp_path / "b")
+    with open(tmp_path / "b" / "ind.tiny.y", "wb") as f:
+        pickle.dump(np.zeros((2, 0)), f, protocol=4)  # protocol 2 writes empty data as a call of bytes()
+    expect_error(tmp_path / "b", "ind.tiny.y: the matrix has 0 columns: expected at least one class per vertex")
 
 
 class _Exploit:
@@ -347,6 +375,28 @@ def test_musae_errors(tmp_path):
     make_musae(tmp_path / "f")
     (tmp_path / "f" / "fb.json").unlink()
     expect_error(tmp_path / "f", "fb.json", "missing feature file")
+
+
+def test_musae_numbers_beyond_64_bits_name_file_and_line(tmp_path):
+    """Before: an id or feature id beyond int64 was an OverflowError traceback, one of over 4300 digits
+    Python's ValueError."""
+    huge = "1" + "0" * 24
+    make_musae(tmp_path / "a")
+    write(tmp_path / "a" / "fb_target.csv", f"id,page_type\n0,a\n1,b\n{huge},c\n")
+    expect_error(tmp_path / "a", f"fb_target.csv:4: integer '{huge}' is too large (limit 2**62)")
+    make_musae(tmp_path / "b")
+    write(tmp_path / "b" / "fb.json", f'{{"0": [0, 1],\n "1": [{huge}]}}')
+    expect_error(tmp_path / "b", f"fb.json:2: integer '{huge}' is too large (limit 2**62)")
+    make_musae(tmp_path / "c", features={"0": [0], huge: [1]})
+    expect_error(tmp_path / "c", f"fb.json:1: integer '{huge}' is too large (limit 2**62)")
+    make_musae(tmp_path / "d")
+    write(tmp_path / "d" / "fb.json", '{"0": [' + "7" * 5000 + "]}")
+    expect_error(tmp_path / "d", "fb.json:1: integer '7777", "is too large (limit 2**62)")
+    make_musae(tmp_path / "e", edges=f"id_1,id_2\n0,1\n1,{huge}\n")
+    expect_error(tmp_path / "e", f"fb_edges.csv:3: integer '{huge}' is too large (limit 2**62)")
+    make_musae(tmp_path / "f")
+    write(tmp_path / "f" / "fb_target.csv", "id,page_type\n0,a\n 1 ,b\n2,a\n3,b\n4,a\n")  # spaces around an id: no error
+    assert load_graph(str(tmp_path / "f")).vertex_ids.tolist() == [0, 1, 2, 3, 4]
 
 
 # --- npz ------------------------------------------------------------------------------------
@@ -461,6 +511,119 @@ def test_features_flag_errors(tmp_path):
     expect_error(path, "both features and classes", features=4)
     expect_error(path, "features must be a positive integer", features=0, classes=2)
     assert load_graph(str(path)).features is None
+
+
+def test_random_labels_need_no_more_classes_than_vertices_and_the_message_names_the_flag(tmp_path):
+    """Before: --classes 10 on 3 vertices drew labels up to 9 and then blamed the file for label 5."""
+    path = write(tmp_path / "g.txt", "0 1\n1 2\n")
+    assert load_graph(str(path), features=2, classes=3).labels.max() < 3
+    expect_error(path, f"--classes 4 is more than the 3 vertices of {path}", "give --classes 3 or fewer",
+                 features=2, classes=4)
+    expect_error("synthetic:rmat,scale=1,edge_factor=4", "rmat: classes=3 exceeds the 2 vertices", features=2,
+                 classes=3)
+
+
+def npz_without(tmp_path: Path, *keys: str, **arrays: np.ndarray) -> Path:
+    """A 2-vertex .npz graph with features, labels and masks, less ``keys``, with ``arrays`` replaced."""
+    given = npz_arrays(**{**dict(features=np.ones((2, 3), np.float32), labels=np.array([0, 1]),
+                                 train_mask=np.array([True, False]), val_mask=np.array([False, True]),
+                                 test_mask=np.array([False, True])), **arrays})
+    path = tmp_path / "g.npz"
+    np.savez(path, **{key: value for key, value in given.items() if key not in keys})
+    return path
+
+
+def test_a_graph_without_masks_is_told_that_it_lacks_the_masks(tmp_path):
+    """Before: an .npz with features and labels but no masks was told it had no features or labels, and,
+    given --features/--classes, that it had them."""
+    from distgcn.prepare import GraphOptions, prepare_graph
+
+    path = npz_without(tmp_path, "train_mask", "val_mask", "test_mask")
+    with pytest.raises(InputError) as info:
+        prepare_graph(GraphOptions(str(path)))
+    assert str(info.value) == (f"graph '{path}' has features and labels but no train_mask, which training needs: add "
+                               "train_mask (2 booleans marking the vertices to train on; val_mask and test_mask the "
+                               "same way, to evaluate) to it")
+    expect_error(path, f"{path}: --features/--classes draw random features and labels for a graph that has neither, "
+                 "but this one has features and labels; what it lacks is train_mask: add train_mask (2 booleans",
+                 features=4, classes=2)
+    with pytest.raises(InputError, match="has labels, train_mask, val_mask and test_mask but no features, which"):
+        prepare_graph(GraphOptions(str(npz_without(tmp_path, "features"))))
+    with pytest.raises(InputError, match="has no features or labels: pass --features F --classes C"):
+        prepare_graph(GraphOptions(str(npz_without(tmp_path, "features", "labels", "train_mask", "val_mask",
+                                                   "test_mask"))))
+
+
+def test_features_must_be_real_numbers_in_at_least_one_column(tmp_path):
+    """Before: complex features lost their imaginary part, and 0 columns trained at chance."""
+    from distgcn import from_scipy
+    from distgcn.prepare import prepare_loaded_graph
+
+    expect_error(npz_without(tmp_path, features=np.ones((2, 3), np.complex128) * 1j), "g.npz: features holds "
+                 "complex numbers (complex128): expected real numbers (the imaginary part would be dropped)")
+    expect_error(npz_without(tmp_path, features=np.ones((2, 0), np.float32)),
+                 "g.npz: features has 0 columns: expected at least one feature per vertex")
+    expect_error(npz_without(tmp_path, features=np.ones((2, 3), bool)),
+                 "g.npz: features must be a numeric [2, F] array of real numbers, found bool")
+    adjacency = sp.csr_matrix(np.array([[0.0, 1.0], [1.0, 0.0]]))
+    with pytest.raises(InputError, match="features holds complex numbers"):
+        from_scipy(adjacency, np.ones((2, 2), np.complex64), np.array([0, 1]))
+    built = from_scipy(adjacency, np.ones((2, 1), np.float32), np.array([0, 1]), train_mask=np.array([True, False]))
+    built.features = np.ones((2, 0), np.float32)  # a Graph changed in Python after it was checked
+    with pytest.raises(InputError, match="built: features has 0 columns"):
+        prepare_loaded_graph(built, "built")
+
+
+# --- what messages quote from files ----------------------------------------------------------
+
+CONTROL = "\x1b[2J\rGOTCHA\x00\x85\u202e"
+"""Clears the screen, returns the cursor, ends a C string, a C1 newline, turns the text right to left."""
+
+
+def test_printable_escapes_what_a_terminal_would_act_on():
+    from distgcn.errors import printable, quoted
+
+    assert printable("plain text, é and 漢字") == "plain text, é and 漢字"
+    assert printable(f"a{CONTROL}\nb\tc") == "a\\x1b[2J\\rGOTCHA\\x00\\x85\\u202e\\nb\\tc"
+    assert quoted(b"\x1b[2J" + b"x" * 50) == "'\\x1b[2J" + "x" * 36 + "...'"
+    assert str(InputError(f"found {CONTROL}", path=f"dir{CONTROL}", line=3)).isprintable()
+
+
+def musae_json_key(directory: Path) -> Path:
+    make_musae(directory, features={"0": [0], CONTROL: [1]})
+    return directory
+
+
+def mtx_banner(directory: Path) -> Path:
+    return write(directory / "g.mtx.gz", f"%%MatrixMarket matrix coordinate {CONTROL} general\n2 2 1\n1 2\n")
+
+
+def pickled_class(directory: Path) -> Path:
+    make_planetoid(directory)
+    with open(directory / "ind.tiny.graph", "wb") as f:
+        f.write(b"\x80\x02c" + f"os{CONTROL}\nsystem\n".encode() + b"q\x00.")
+    return directory
+
+
+def musae_header(directory: Path) -> Path:
+    make_musae(directory)
+    write(directory / "fb_target.csv", f"id,{CONTROL}\n0,a\n")
+    return directory
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: write(d / "g.txt", f"0 1\n{CONTROL} 2\n"),
+    lambda d: write(d / "g.txt.gz", f"0 1\n1\t{CONTROL}\n"),
+    lambda d: write(d / "g.graph", f"2 1\n2\n1{CONTROL}\n"),
+    mtx_banner, musae_json_key, musae_header, pickled_class,
+], ids=["edge list", "gzipped edge list", "METIS", "Matrix Market banner (scipy's message)", "MUSAE json key",
+        "MUSAE header", "Planetoid pickle's class name"])
+def test_control_characters_from_a_file_are_escaped_in_its_message(tmp_path, make):
+    """Before: scipy's message for a Matrix Market banner printed an escape sequence raw, which cleared the
+    terminal of whoever read the error. Every message is now printable, one line, whatever made it."""
+    message = expect_error(make(tmp_path))
+    assert message.isprintable(), repr(message)
+    assert "\\x1b[2J" in message or "\\x00" in message, message
 
 
 # --- real datasets (../shared/datasets) -----------------------------------------------------

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data.features import UNLABELLED_SPLIT, random_training_data
+from distgcn.data.features import (UNLABELLED_SPLIT, check_random_training_data, how_to_add, random_training_data,
+                                   training_data_parts, words)
 from distgcn.data.npz import save_npz
 from distgcn.errors import InputError
 from distgcn.graph import Graph
@@ -148,12 +149,13 @@ def _add_random_training_data(
     if features is None and classes is None:
         return graph
     if graph.features is not None or graph.labels is not None:
-        raise InputError(
-            f"features/classes apply only to graphs without their own features and labels; {graph.name} has them",
-            path=spec,
-        )
+        have, lack = training_data_parts(graph)
+        instead = f"; what it lacks is {words(lack)}: add {how_to_add(lack, graph.num_vertices)} to it" if lack else ""
+        raise InputError(f"--features/--classes draw random features and labels for a graph that has neither, "
+                         f"but this one has {words(have)}{instead}", path=spec)
     if features is None or classes is None:
         raise InputError("give both features and classes to generate random training data", path=spec)
+    check_random_training_data(graph.num_vertices, features, classes, spec)
     (graph.features, graph.labels, graph.train_mask, graph.val_mask, graph.test_mask) = random_training_data(
         graph.num_vertices, features, classes, seed
     )

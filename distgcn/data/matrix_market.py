@@ -11,13 +11,17 @@ indices, so ``vertex_ids`` is 1..n.
 from __future__ import annotations
 
 import gzip
+import io
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from distgcn.data._text import BoundedLines, input_errors, open_text
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
@@ -32,7 +36,10 @@ def load_matrix_market(path: Path, *, symmetrize: bool = False, name: str | None
     _check_banner(path)
     _check_size_line(path)
     try:
-        matrix = scipy.io.mmread(str(path))
+        with _source(path) as source:
+            matrix = scipy.io.mmread(source)
+    except InputError:
+        raise
     except Exception as e:  # scipy's parser reports bad input with several exception types
         message = " ".join(str(e).split()) or type(e).__name__
         line = None
@@ -64,7 +71,10 @@ def _check_size_line(path: Path) -> None:
     non-square matrix is no adjacency, so both are refused from the header.
     """
     try:
-        rows, cols, entries, layout, _field, symmetry = scipy.io.mminfo(str(path))
+        with _source(path) as source:
+            rows, cols, entries, layout, _field, symmetry = scipy.io.mminfo(source)
+    except InputError:
+        raise
     except Exception as e:  # noqa: BLE001 - scipy reports a bad header with several exception types
         raise InputError(f"invalid Matrix Market header: {' '.join(str(e).split()) or type(e).__name__}",
                          path=path) from None
@@ -89,10 +99,25 @@ MIN_ARRAY_ENTRY_BYTES = 2
 """The shortest dense entry line: one digit and a newline."""
 
 
+@contextmanager
+def _source(path: Path) -> Iterator[str | BoundedLines]:
+    """What scipy's reader reads: a plain file by its name (its own fast reader, in parallel); a compressed
+    one through :class:`BoundedLines`, so that a line without end is refused before it fills the memory."""
+    if not path.name.endswith(".gz"):
+        yield str(path)
+        return
+    with input_errors(path), BoundedLines(open_text(path), path) as stream:
+        try:
+            yield stream
+        except Exception:
+            if stream.error is not None:  # ours, whatever scipy made of it
+                raise stream.error from None
+            raise
+
+
 def _size_line_number(path: Path) -> int | None:
     """The 1-based line of the size line: the first after the banner that is not a comment."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with input_errors(path), io.BufferedReader(BoundedLines(open_text(path), path)) as f:
         for number, line in enumerate(f, start=1):
             if number > 1 and not line.startswith(b"%") and line.strip():
                 return number

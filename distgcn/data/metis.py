@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data._text import read_bytes, tokenize_ints
+from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
@@ -28,7 +28,7 @@ from distgcn.graph import Graph
 
 def load_metis(path: Path, *, name: str | None = None) -> Graph:
     """Read a METIS graph file into a Graph without features."""
-    data = read_bytes(path)
+    data = read_bytes(path, bytes_per_byte=TOKENIZE_BYTES_PER_BYTE)
     tokens = tokenize_ints(data, path, comment=b"%", what="an integer")
     per_line = np.bincount(tokens.line, minlength=tokens.num_lines)
     content = np.flatnonzero(per_line > 0)

@@ -22,18 +22,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 
-from distgcn.data._text import read_bytes, shown, tokenize_ints
+from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, parse_int, read_bytes, token_error, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import split_masks
-from distgcn.errors import InputError
+from distgcn.errors import InputError, quoted
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size
 
 SPLIT = (0.6, 0.2, 0.2)
+TEXT_BYTES_PER_BYTE = 2
+"""The csv and json files are held as bytes and then as decoded text, at least one byte per character."""
 LABEL_COLUMNS = ("page_type", "target", "ml_target")
 
 
@@ -80,7 +83,7 @@ def load_musae(directory: Path, name: str, *, seed: int = 0) -> Graph:
 def _read_targets(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(sorted vertex ids, label of each as an int) from the target table."""
     try:
-        text = read_bytes(path).decode("utf-8")
+        text = read_bytes(path, bytes_per_byte=TEXT_BYTES_PER_BYTE).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"not UTF-8 text ({e.reason})", path=path) from None
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -101,11 +104,7 @@ def _read_targets(path: Path) -> tuple[np.ndarray, np.ndarray]:
             continue
         if len(row) != len(columns):
             raise InputError(f"expected {len(columns)} columns, found {len(row)}", path=path, line=reader.line_num)
-        try:
-            ids.append(int(row[id_at]))
-        except ValueError:
-            found = shown(row[id_at].encode())
-            raise InputError(f"expected an integer id, found {found}", path=path, line=reader.line_num) from None
+        ids.append(parse_int(row[id_at], path, reader.line_num, "an integer id"))
         if ids[-1] < 0:
             raise InputError(f"negative id {ids[-1]}", path=path, line=reader.line_num)
         names.append(row[label_at].strip())
@@ -122,7 +121,7 @@ def _read_targets(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _read_edges(path: Path, vertex_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(source, target) positions from the comma-separated edge table."""
-    data = read_bytes(path)
+    data = read_bytes(path, bytes_per_byte=TOKENIZE_BYTES_PER_BYTE + 1)  # and the copy with commas as spaces
     first_newline = data.find(b"\n")
     header = data if first_newline < 0 else data[:first_newline]
     has_header = any(c not in b"0123456789, \t\r" for c in header)
@@ -148,8 +147,8 @@ def _read_edges(path: Path, vertex_ids: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     """Dense binary features from ``{"node id": [feature ids]}``."""
     try:
-        text = read_bytes(path).decode("utf-8")
-        table = json.loads(text)
+        text = read_bytes(path, bytes_per_byte=TEXT_BYTES_PER_BYTE).decode("utf-8")
+        table = json.loads(text, parse_int=lambda digits: _json_int(digits, text, path))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         line = getattr(e, "lineno", None)
         raise InputError(f"not valid JSON ({getattr(e, 'msg', e)})", path=path, line=line) from None
@@ -159,16 +158,14 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     rows: list[np.ndarray] = []
     cols: list[list[int]] = []
     for key, feature_ids in table.items():
-        try:
-            node = int(key)
-        except ValueError:
-            raise InputError(f"node id {key!r} is not an integer", path=path, line=_line_of_key(text, key)) from None
+        node = parse_int(key, path, _line_of_key(text, key), "an integer node id")
         position = int(np.searchsorted(vertex_ids, node))
         if position >= n or vertex_ids[position] != node:
-            raise InputError(f"node id {key!r} is not in the target file", path=path, line=_line_of_key(text, key))
+            raise InputError(f"node id {quoted(key)} is not in the target file", path=path,
+                             line=_line_of_key(text, key))
         if not isinstance(feature_ids, list) or not all(type(f) is int and f >= 0 for f in feature_ids):
             raise InputError(
-                f"features of node {key!r} must be a list of non-negative integers",
+                f"features of node {quoted(key)} must be a list of non-negative integers",
                 path=path,
                 line=_line_of_key(text, key),
             )
@@ -185,6 +182,16 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     features = np.zeros((n, width), dtype=np.float32)
     features[row, col] = 1.0
     return features
+
+
+def _json_int(digits: str, text: str, path: Path) -> int:
+    """An integer of the feature file, refused when too large for an id (``_text.MAX_ID``) before Python
+    converts it (it converts at most 4300 digits, and numpy's int64 less)."""
+    if token_error(digits.encode(), path, None, "a feature id") is None:
+        return int(digits)
+    found = re.search(rf"(?<![0-9]){re.escape(digits)}(?![0-9])", text)
+    line = None if found is None else text.count("\n", 0, found.start()) + 1
+    raise token_error(digits.encode(), path, line, "a feature id")
 
 
 def _key_holding(table: dict, feature_id: int) -> str:

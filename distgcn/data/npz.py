@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
+from distgcn.data.features import feature_matrix
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
 from distgcn.graph import Graph
@@ -75,10 +76,7 @@ def load_npz(path: Path, *, symmetrize: bool = False) -> Graph:
         name=str(arrays["name"]) if "name" in arrays and arrays["name"].ndim == 0 else file_stem(path),
     )
     if "features" in arrays:
-        features = arrays["features"]
-        if features.ndim != 2 or features.shape[0] != n or not np.issubdtype(features.dtype, np.number):
-            raise InputError(f"features must be a numeric [{n}, F] array, found shape {features.shape}", path=path)
-        graph.features = np.ascontiguousarray(features, dtype=np.float32)
+        graph.features = feature_matrix(arrays["features"], "features", path, rows=n)
     if "labels" in arrays:
         graph.labels = _integer_array(arrays, "labels", path, length=n)
         if graph.labels.size and graph.labels.min() < -1:

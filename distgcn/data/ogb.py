@@ -27,10 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from distgcn import memory
 from distgcn.data._int_scan import NONE, comment_table, scan_block
 from distgcn.data._text import bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
-from distgcn.errors import InputError
+from distgcn.data.features import feature_matrix, real_numbers
+from distgcn.errors import InputError, quoted
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size, check_npz_arrays
 from distgcn.npy_files import read_npz
@@ -116,19 +118,16 @@ def _read_binary(raw: Path) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | N
     _check_ids(edge_index.T, n, path, rows_are_lines=False)
     features = None
     if "node_feat" in arrays:
-        features = arrays["node_feat"]
-        if features.ndim != 2 or features.shape[0] != n or not np.issubdtype(features.dtype, np.number):
-            raise InputError(f"node_feat must be a numeric [{n}, F] array, found {features.dtype} {features.shape}",
-                             path=path)
-        features = np.ascontiguousarray(features, dtype=np.float32)
+        features = feature_matrix(arrays["node_feat"], "node_feat", path, rows=n)
     labels = None
     label_path = raw / "node-label.npz"
     if label_path.is_file():
         label_array = _load_npz(label_path, ("node_label",))["node_label"]
         if label_array.ndim == 1:
             label_array = label_array[:, None]
-        if label_array.ndim != 2 or not np.issubdtype(label_array.dtype, np.number):
-            raise InputError(f"node_label must be a numeric [n, 1] array, found {label_array.shape}", path=label_path)
+        if label_array.ndim != 2 or not real_numbers(label_array):
+            raise InputError(f"node_label must be a numeric [n, 1] array of real numbers, found {label_array.dtype} "
+                             f"{label_array.shape}", path=label_path)
         labels = _labels(label_array.astype(np.float64, copy=False), label_path)
         _agree(n, len(labels), label_path, "labels")
     return edge_index[0].astype(np.int64), edge_index[1].astype(np.int64), n, features, labels
@@ -237,7 +236,9 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
     """An int64 [rows, columns] table from a comma-separated file without header, streamed block by block."""
     if not path.is_file():
         raise InputError(f"missing file (expected {what} per line)", path=path)
+    available = memory.available_bytes(None, 1)
     rows: list[np.ndarray] = []
+    values = 0
     lines_before = 0
     for block in line_blocks(path):
         _check_commas(block, columns, path, lines_before, what)
@@ -251,6 +252,9 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
                              path=path, line=lines_before + scan.bad_count_line + 1)
         rows.append(scan.values.reshape(-1, columns))
         lines_before += scan.num_lines
+        values += len(scan.values)
+        memory.check_fits(path, lines_before, f"{values} values read up to this line", 2 * values * 8,
+                          available=available)
     if not rows or sum(len(r) for r in rows) == 0:
         raise InputError(f"empty file (expected {what} per line)", path=path)
     return np.concatenate(rows)
@@ -258,7 +262,9 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
 
 def read_float_table(path: Path) -> np.ndarray:
     """A float [rows, columns] table (float32; float64 for a one-column table such as labels, to keep NaN exact)."""
+    available = memory.available_bytes(None, 1)
     parts: list[np.ndarray] = []
+    held = 0
     columns = 0
     lines_before = 0
     for block in line_blocks(path):
@@ -273,6 +279,9 @@ def read_float_table(path: Path) -> np.ndarray:
             _raise_first_bad_number(data, path, lines_before, columns)
         parts.append(values.reshape(-1, columns))
         lines_before += num_lines
+        held += values.nbytes
+        memory.check_fits(path, lines_before, f"{held // values.itemsize} numbers read up to this line",
+                          2 * held, available=available)
     if not parts or sum(len(p) for p in parts) == 0:
         raise InputError("empty file (expected one row of comma-separated numbers per vertex)", path=path)
     return np.concatenate(parts)
@@ -295,7 +304,7 @@ def _raise_first_bad_number(data: bytes, path: Path, lines_before: int, columns:
             try:
                 float(token)
             except ValueError:
-                raise InputError(f"expected a number, found {token.decode(errors='replace')[:40]!r}", path=path,
+                raise InputError(f"expected a number, found {quoted(token)}", path=path,
                                  line=lines_before + index + 1) from None
     raise InputError(f"expected {columns} comma-separated numbers per line", path=path)
 

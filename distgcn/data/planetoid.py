@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.data._text import read_bytes, tokenize_ints
+from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
-from distgcn.errors import InputError
+from distgcn.data.features import feature_matrix
+from distgcn.errors import InputError, quoted
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size
 
@@ -101,7 +102,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return _ALLOWED[(module, name)]
         except KeyError:
             raise InputError(
-                f"refusing to unpickle {module}.{name}: Planetoid files may only hold "
+                f"refusing to unpickle {quoted(f'{module}.{name}')}: Planetoid files may only hold "
                 "numpy arrays, scipy sparse matrices, lists and dicts",
                 path=self.path,
             ) from None
@@ -146,9 +147,17 @@ def load_planetoid(prefix: Path) -> Graph:
     if missing:
         raise InputError(f"missing Planetoid files {', '.join(f'ind.{name}.{p}' for p in missing)}", path=prefix.parent)
     loaded = {part: _unpickle(Path(f"{prefix}.{part}")) for part in PARTS}
-    x, tx, allx = (_dense(loaded[p], Path(f"{prefix}.{p}")) for p in ("x", "tx", "allx"))
-    y, ty, ally = (_dense(loaded[p], Path(f"{prefix}.{p}")) for p in ("y", "ty", "ally"))
-    test_index = _read_test_index(Path(f"{prefix}.test.index"))
+    x, tx, allx = (_dense(loaded[p], Path(f"{prefix}.{p}"), "feature") for p in ("x", "tx", "allx"))
+    y, ty, ally = (_dense(loaded[p], Path(f"{prefix}.{p}"), "class") for p in ("y", "ty", "ally"))
+    src, dst = _graph_edges(loaded["graph"], Path(f"{prefix}.graph"))
+    # The vertices the files account for: a row of allx or tx each, and an entry of the graph's dict each
+    # (CiteSeer's 15 featureless test ids have one). An id beyond them would size every array by itself.
+    vertices = max(len(allx) + len(tx), len(loaded["graph"]))
+    bound = f"{vertices} vertices ({len(allx)} rows of allx, {len(tx)} of tx, {len(loaded['graph'])} lists in graph)"
+    if src.size and max(src.max(), dst.max()) >= vertices:
+        raise InputError(f"vertex id {max(src.max(), dst.max())} in the adjacency lists is beyond the dataset's "
+                         f"{bound}", path=Path(f"{prefix}.graph"))
+    test_index = _read_test_index(Path(f"{prefix}.test.index"), vertices, bound)
 
     def fail(part: str, message: str) -> InputError:
         return InputError(message, path=Path(f"{prefix}.{part}"))
@@ -170,9 +179,7 @@ def load_planetoid(prefix: Path) -> Graph:
     if test_index.size and test_index.min() < len(allx):
         raise fail("test.index", f"test id {test_index.min()} collides with the {len(allx)} rows of allx")
 
-    src, dst = _graph_edges(loaded["graph"], Path(f"{prefix}.graph"))
     n = max(len(allx), int(test_index.max(initial=-1)) + 1, int(src.max(initial=-1)) + 1, int(dst.max(initial=-1)) + 1)
-    # the largest test or graph id sets n: one forged id must not allocate without bound
     check_declared_size(prefix, None, f"vertex ids up to {n - 1} (test.index and graph)", vertices=n,
                         entries=len(src), extra_bytes=n * x.shape[1] * np.dtype(np.float32).itemsize)
     features = np.zeros((n, x.shape[1]), dtype=np.float32)
@@ -203,13 +210,13 @@ def load_planetoid(prefix: Path) -> Graph:
     )
 
 
-def _dense(obj: object, path: Path) -> np.ndarray:
-    """A pickled matrix (sparse stand-in or ndarray) as a 2-d float32 array."""
+def _dense(obj: object, path: Path, column: str) -> np.ndarray:
+    """A pickled matrix (sparse stand-in or ndarray) as a 2-d float32 array; each column is a ``column``."""
     if isinstance(obj, _PickledSparse):
         obj = _to_scipy(obj, path).toarray()
-    if not isinstance(obj, np.ndarray) or obj.ndim != 2 or not np.issubdtype(obj.dtype, np.number):
-        raise InputError("expected a 2-d numeric matrix", path=path)
-    return obj.astype(np.float32, copy=False)
+    if not isinstance(obj, np.ndarray):
+        raise InputError(f"expected a 2-d numeric matrix, found {type(obj).__name__}", path=path)
+    return feature_matrix(obj, "the matrix", path, column=column)
 
 
 def _to_scipy(obj: _PickledSparse, path: Path) -> sp.spmatrix:
@@ -256,8 +263,9 @@ def _graph_edges(graph: object, path: Path) -> tuple[np.ndarray, np.ndarray]:
     return neighbours, owners
 
 
-def _read_test_index(path: Path) -> np.ndarray:
-    tokens = tokenize_ints(read_bytes(path), path, what="a test vertex id")
+def _read_test_index(path: Path, vertices: int, bound: str) -> np.ndarray:
+    """The test vertex ids, one per line, each below ``vertices`` (what the other files hold: ``bound``)."""
+    tokens = tokenize_ints(read_bytes(path, bytes_per_byte=TOKENIZE_BYTES_PER_BYTE), path, what="a test vertex id")
     per_line = np.bincount(tokens.line, minlength=tokens.num_lines)
     if (per_line > 1).any():
         line = int(np.argmax(per_line > 1))
@@ -267,4 +275,9 @@ def _read_test_index(path: Path) -> np.ndarray:
         raise InputError(f"negative test vertex id {tokens.values[k]}", path=path, line=int(tokens.line[k]) + 1)
     if tokens.values.size == 0:
         raise InputError("no test vertex ids", path=path)
+    beyond = np.flatnonzero(tokens.values >= vertices)
+    if beyond.size:
+        k = int(beyond[0])
+        raise InputError(f"test vertex id {tokens.values[k]} is beyond the dataset's {bound}", path=path,
+                         line=int(tokens.line[k]) + 1)
     return tokens.values

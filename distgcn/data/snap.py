@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from distgcn import memory
 from distgcn.data._int_scan import NONE, comment_table, scan_block
 from distgcn.data._text import BLOCK_BYTES, bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, remap_ids, require_edges
@@ -21,6 +22,8 @@ from distgcn.graph import Graph
 
 COMMENT = comment_table(b"#%")
 WHAT = "an integer vertex id"
+PAIR_BYTES = 32
+"""Each edge's two int64 ids, held once as read and once joined into one array."""
 
 
 def load_snap(path: Path, *, symmetrize: bool = False, name: str | None = None) -> Graph:
@@ -37,9 +40,13 @@ def read_edge_ids(path: Path, *, block_bytes: int = BLOCK_BYTES) -> tuple[np.nda
 
     Errors keep the order of checks of a whole-file read: the first bad token
     anywhere wins over a line with the wrong number of ids, which wins over an
-    empty file, which wins over a negative id.
+    empty file, which wins over a negative id. The edges read so far, with what
+    loading makes of each (:data:`PAIR_BYTES`), must fit the memory this node
+    had when reading began: else the file is refused at the line reached.
     """
+    available = memory.available_bytes(None, 1)
     pairs: list[np.ndarray] = []
+    edges = 0
     lines_before = 0
     wrong_count: tuple[int, int] | None = None  # (1-based line, values found)
     negative: tuple[int, int] | None = None  # (1-based line, value)
@@ -55,7 +62,10 @@ def read_edge_ids(path: Path, *, block_bytes: int = BLOCK_BYTES) -> tuple[np.nda
             negative = (lines_before + scan.first_negative_line + 1, int(scan.values[scan.first_negative]))
         if wrong_count is None:  # once a line is wrong the ids are not pairs, and only an error follows
             pairs.append(scan.values.reshape(-1, 2))
+            edges += len(pairs[-1])
         lines_before += scan.num_lines
+        memory.check_fits(path, lines_before, f"{edges} edges read up to this line",
+                          edges * (PAIR_BYTES + memory.EDGE_BYTES), available=available)
     if wrong_count is not None:
         raise InputError(f"expected 2 vertex ids 'source target', found {wrong_count[1]} values", path=path,
                          line=wrong_count[0])

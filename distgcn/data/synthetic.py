@@ -284,6 +284,9 @@ def rmat(
     if (features > 0) != (classes > 0):
         raise InputError("rmat: give both features and classes (or neither)")
     n = 1 << scale
+    if classes > max(n, 2):
+        raise InputError(f"rmat: classes={classes} exceeds the {n} vertices; random labels need at most one class "
+                         "per vertex")
     m = edge_factor * n
     rng = np.random.default_rng(seed)
     src = np.empty(m, dtype=np.int64)
