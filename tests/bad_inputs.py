@@ -33,8 +33,9 @@ class Case:
     """Stable id, the first column of the docs table."""
     what: str
     """The bad input, in words."""
-    make: Callable[[Path], list[str]]
-    """Create the files in the given directory; return the distgcn arguments."""
+    make: Callable[[Path], list[str] | Callable[[int], list[str]]]
+    """Create the files in the given directory; return the distgcn arguments (a function of the rank: each
+    rank's own, as an MPMD launch gives them)."""
     expect: str
     """A part of the one error line that names the culprit and what was expected."""
     ranks: int = 1
@@ -182,6 +183,35 @@ def ogb_directory(d: Path, edges: str = "0,1\n1,2\n2,3\n", valid: str = "2\n") -
         (d / "ogbn_arxiv" / name).parent.mkdir(parents=True, exist_ok=True)
         (d / "ogbn_arxiv" / name).write_bytes(gzip.compress(text.encode()))
     return d / "ogbn_arxiv"
+
+
+def metrics_of_another_run(d: Path) -> list[str]:
+    """--resume --metrics naming the metrics file of a run with another dtype (same graph and partition)."""
+    graph = write(d, "g.txt", GOOD_EDGES)
+    base = ["train", "--graph", str(graph), *TRAIN]
+    proc = distgcn_in_process([*base, "--checkpoint-dir", str(d / "ckpt"), "--checkpoint-every", "1",
+                               "--metrics", str(d / "mine.jsonl")])
+    assert proc.returncode == 0, proc.stderr
+    proc = distgcn_in_process([*base, "--dtype", "float64", "--metrics", str(d / "other.jsonl")])
+    assert proc.returncode == 0, proc.stderr
+    return [*base, "--epochs", "2", "--checkpoint-dir", str(d / "ckpt"), "--resume", "--metrics",
+            str(d / "other.jsonl")]
+
+
+def ranks_with_other_settings(d: Path) -> Callable[[int], list[str]]:
+    """An MPMD launch: rank 0 asked for 1 epoch, rank 1 for 2."""
+    part = partition(d, "p", 2)
+    return lambda rank: ["train", str(part), "--quiet", "--epochs", str(1 + rank)]
+
+
+def ranks_on_other_partitions(d: Path) -> Callable[[int], list[str]]:
+    """Two partition directories of one graph that differ in --feature-norm only, one per rank."""
+    graph = write(d, "g.txt", GOOD_EDGES)
+    for name, norm in (("row", "row"), ("none", "none")):
+        proc = distgcn_in_process(["partition", str(graph), "--parts", "2", "--model", "contiguous", *TRAIN[:4],
+                                   "--feature-norm", norm, "--out", str(d / name), "--quiet"])
+        assert proc.returncode == 0, proc.stderr
+    return lambda rank: ["train", str(d / ("row", "none")[rank]), "--quiet", "--epochs", "1"]
 
 
 CASES = [
@@ -356,6 +386,19 @@ CASES = [
     Case("control-characters-in-a-token", "a Matrix Market banner holding the escape sequence that clears a screen",
          graph_train(lambda d: write(d, "m.mtx", "%%MatrixMarket matrix coordinate \x1b[2J general\n"
                                                  "2 2 1\n1 2\n")), "m.mtx: invalid Matrix Market header"),
+    Case("outputs-one-path", "--metrics and --save-weights naming one file",
+         graph_train(lambda d: write(d, "g.txt", GOOD_EDGES), [*TRAIN, "--metrics", "out", "--save-weights", "out"]),
+         "--metrics and --save-weights name one path (out): give each output its own"),
+    Case("output-inside-partition", "--checkpoint-dir inside the partition directory being trained",
+         lambda d: ["train", str(partition(d, "p", 1)), "--epochs", "1", "--checkpoint-dir", str(d / "p" / "ckpt")],
+         "the checkpoint directory would lie inside the partition directory"),
+    Case("resume-metrics-of-another-run", "--resume appending to the metrics file of another run",
+         metrics_of_another_run, "the metrics file is another run's (dtype 'float64', this run has 'float32')"),
+    Case("ranks-given-other-settings", "an MPMD launch: --epochs 1 on rank 0, --epochs 2 on rank 1",
+         ranks_with_other_settings, "ranks were given different settings: --epochs is 1 on rank 0 and 2 on rank 1",
+         ranks=2),
+    Case("ranks-on-other-partitions", "ranks given two partitions that differ in --feature-norm only",
+         ranks_on_other_partitions, "ranks read different partitions: meta.json's graph.feature_norm", ranks=2),
 ]
 
 
