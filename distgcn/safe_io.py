@@ -24,6 +24,12 @@
    metrics) is renamed into place once its first record is written, then
    appended to. A directory is built under a temporary name; an old one is
    renamed aside, the new one renamed in, and only then the old one deleted.
+6. **No leftovers.** A temporary's name says which process on which host made
+   it (:func:`owned_name`). Its maker removes it on every exit it can catch
+   (an exception, a stop signal, a job's abort: :func:`distgcn.signals.add_cleanup`);
+   what a SIGKILL leaves, the next write into the same directory removes once
+   that process has ended (:func:`remove_abandoned`). Scratch directories
+   under ``TMPDIR`` follow the same rule (:func:`scratch_directory`).
 4. **No symlinks.** An output file, or a directory distgcn replaces, that is a
    symbolic link is refused. A directory the user names to hold outputs
    (checkpoints, a report, exports) may be a symlink: that is the user's
@@ -36,20 +42,29 @@
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import socket
+import stat
+import sys
+import tempfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
 import numpy as np
 
+from . import signals
 from .errors import InputError
+from .faults import inject_slow_write
 
 SNIFF_BYTES = 1 << 20
 """How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
@@ -174,14 +189,160 @@ def check_target(path: Path, kind: Kind) -> Path:
     return path
 
 
-def _temporary(path: Path) -> tuple[Path, BinaryIO]:
-    """A new file beside ``path``: a name nothing else has, never through a symlink."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# ---- temporaries: named after the process that makes them ----------------------------------------------------
+
+OWNER = r"distgcn-(?P<host>[0-9a-f]{8})-(?P<pid>[1-9][0-9]{0,9})-[0-9a-f]{8}"
+"""The part of a temporary's name that :func:`owned_name` writes: host, process id, a random tag."""
+TEMPORARY_FILE = re.compile(rf"\..+\.{OWNER}\.tmp")
+"""A temporary file of :func:`write_file`: ``.NAME.distgcn-HOST-PID-RANDOM.tmp`` beside ``NAME``."""
+
+
+def host_tag() -> str:
+    """This host, as temporaries' names carry it: 8 hex digits of the SHA-256 of its name (any host name fits)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def owned_name(prefix: str, suffix: str = "") -> str:
+    """A new name ``PREFIXdistgcn-HOST-PID-RANDOMSUFFIX``: whose it is, for :func:`remove_abandoned`."""
+    return f"{prefix}distgcn-{host_tag()}-{os.getpid()}-{secrets.token_hex(4)}{suffix}"
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process with this id exists on this host (one of another user's counts: it is not ours to judge)."""
     try:
-        return temporary, os.fdopen(os.open(temporary, flags, 0o644), "w+b")
-    except OSError as exc:
-        raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def abandoned_by(path: Path, pattern: re.Pattern[str]) -> int | None:
+    """The id of the process that made ``path`` and has ended, or None if it is not such a leftover.
+
+    A leftover is named by ``pattern`` (which captures :data:`OWNER`), is no
+    symbolic link, belongs to this user and was made on this host by a process
+    that no longer exists. Anything else (a live run's temporary, another
+    host's, a user's file of a similar name) is not.
+    """
+    match = pattern.fullmatch(path.name)
+    if match is None or match["host"] != host_tag():
+        return None
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    pid = int(match["pid"])
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or process_exists(pid):
+        return None
+    return pid
+
+
+def remove_abandoned(directory: Path, pattern: re.Pattern[str], what: str,
+                     accept: Callable[[Path], bool] = Path.is_file) -> None:
+    """Delete the leftovers in ``directory`` (:func:`abandoned_by`) that ``accept`` takes, saying so on stderr.
+
+    ``accept``: a regular file, by default; for a directory, a check of what it holds.
+    """
+    try:
+        entries = sorted(Path(entry.path) for entry in os.scandir(directory))
+    except OSError:
+        return
+    for path in entries:
+        pid = abandoned_by(path, pattern)
+        if pid is None or not accept(path):
+            continue
+        why = f"{what} left by an interrupted run (process {pid} on this host has ended)"
+        try:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            print(f"distgcn: could not remove {path}, {why}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            continue
+        print(f"distgcn: removed {path}: {why}", file=sys.stderr, flush=True)
+
+
+def remove_abandoned_temporaries(directory: Path) -> None:
+    """Delete the temporary files of :func:`write_file` in ``directory`` whose writer was killed."""
+    remove_abandoned(directory, TEMPORARY_FILE, "a temporary file")
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def remove_tree(path: Path) -> None:
+    """``shutil.rmtree`` that never fails (what cannot be removed, a later run can)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def scratch_directory(kind: str) -> Iterator[Path]:
+    """A new private directory ``distgcn-KIND-HOST-PID-RANDOM`` under ``TMPDIR``, removed when the block ends.
+
+    Also removed by the stop-signal cleanups; those that killed processes left
+    are removed first. OSError if it cannot be made (the caller says where
+    ``TMPDIR`` points).
+    """
+    parent = Path(tempfile.gettempdir())
+    prefix = f"distgcn-{kind}-"
+    remove_abandoned(parent, re.compile(rf"{re.escape(prefix)}{OWNER}"), f"a {kind} scratch directory",
+                     accept=lambda path: path.is_dir())
+    key: int | None = None
+    directory: Path | None = None
+    try:
+        with signals.stops_deferred():  # made and registered together
+            while directory is None:
+                candidate = parent / owned_name(prefix)
+                try:
+                    candidate.mkdir(mode=0o700)
+                except FileExistsError:
+                    continue
+                directory = candidate
+            key = signals.add_cleanup(functools.partial(remove_tree, directory))
+        yield directory
+    finally:
+        if directory is not None:
+            remove_tree(directory)
+        if key is not None:
+            signals.remove_cleanup(key)
+
+
+@contextmanager
+def _temporary(path: Path) -> Iterator[tuple[Path, BinaryIO]]:
+    """A new file beside ``path``, named after this process, never through a symlink; removed if the block fails.
+
+    Registered with the stop-signal cleanups while the block runs (a job's abort
+    unwinds nothing); what a SIGKILL leaves, the next write into the directory
+    removes (:func:`remove_abandoned_temporaries`).
+    """
+    temporary = path.with_name(owned_name(f".{path.name}.", ".tmp"))
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fh: BinaryIO | None = None
+    key: int | None = None
+    try:
+        with signals.stops_deferred():  # a stop between making the file and owning it would leave it
+            try:
+                fh = os.fdopen(os.open(temporary, flags, 0o644), "w+b")
+            except OSError as exc:
+                raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+            key = signals.add_cleanup(functools.partial(_unlink, temporary))
+        inject_slow_write()
+        yield temporary, fh
+    except BaseException:
+        if fh is not None:
+            fh.close()
+            _unlink(temporary)
+        raise
+    finally:
+        if key is not None:
+            signals.remove_cleanup(key)
 
 
 def _install(temporary: Path, fh: IO, path: Path, kind: Kind) -> None:
@@ -196,16 +357,14 @@ def _install(temporary: Path, fh: IO, path: Path, kind: Kind) -> None:
 def write_file(path: Path, kind: Kind, fill: Callable[[BinaryIO], None]) -> Path:
     """Write ``path`` atomically with ``fill(fh)``; the old file stays whole if anything fails."""
     path = check_target(Path(path), kind)
-    temporary, fh = _temporary(path)
-    try:
-        with fh:
-            fill(fh)
-            _install(temporary, fh, path, kind)
-    except BaseException as exc:
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
+    remove_abandoned_temporaries(path.parent)
+    with _temporary(path) as (temporary, fh):
+        try:
+            with fh:
+                fill(fh)
+                _install(temporary, fh, path, kind)
+        except OSError as exc:
             raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
-        raise
     return path
 
 
@@ -233,16 +392,13 @@ def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
     descriptor keeps writing to the renamed file.
     """
     path = check_target(Path(path), kind)
-    temporary, fh = _temporary(path)
-    try:
-        fh.write(first)
-        _install(temporary, fh, path, kind)
-    except BaseException as exc:
-        fh.close()
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
+    remove_abandoned_temporaries(path.parent)
+    with _temporary(path) as (temporary, fh):
+        try:
+            fh.write(first)
+            _install(temporary, fh, path, kind)
+        except OSError as exc:
             raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
-        raise
     return fh
 
 
@@ -278,12 +434,22 @@ def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterab
     return out
 
 
+def aside_pattern(out: Path) -> re.Pattern[str]:
+    """The names :func:`replace_directory` gives an old ``out`` while it swaps in the new one."""
+    return re.compile(rf"\.{re.escape(out.name)}\.{OWNER}\.old")
+
+
 def replace_directory(staging: Path, out: Path, kind: Kind, *, force: bool, inputs: Iterable[Path] = ()) -> None:
-    """Rename the finished ``staging`` to ``out``; an old ``out`` is renamed aside first, deleted last."""
+    """Rename the finished ``staging`` to ``out``; an old ``out`` is renamed aside first, deleted last.
+
+    The old one is deleted with a stop signal held back (and by the stop-signal
+    cleanups in a job); what a SIGKILL leaves of it, the next write of ``out``
+    removes (:func:`aside_pattern`).
+    """
     check_directory_target(out, kind, force=force, inputs=inputs)
     aside = None
     if out.exists():
-        aside = out.with_name(f".{out.name}.{secrets.token_hex(4)}.old")
+        aside = out.with_name(owned_name(f".{out.name}.", ".old"))
         os.rename(out, aside)
     try:
         os.rename(staging, out)
@@ -293,7 +459,12 @@ def replace_directory(staging: Path, out: Path, kind: Kind, *, force: bool, inpu
         raise
     fsync_directory(out.parent)
     if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+        key = signals.add_cleanup(functools.partial(remove_tree, aside))
+        try:
+            with signals.stops_deferred():  # the new one is in place: a stop now would leave the old one half gone
+                remove_tree(aside)
+        finally:
+            signals.remove_cleanup(key)
 
 
 def fsync_directory(directory: Path) -> None:
