@@ -208,14 +208,21 @@ def owned_name(prefix: str, suffix: str = "") -> str:
 
 
 def process_exists(pid: int) -> bool:
-    """Whether a process with this id exists on this host (one of another user's counts: it is not ours to judge)."""
+    """Whether a process with this id runs on this host (one of another user's counts: it is not ours to judge).
+
+    A zombie (ended, not yet reaped by its parent) does not: it will never remove its temporaries.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def abandoned_by(path: Path, pattern: re.Pattern[str]) -> int | None:
@@ -284,22 +291,22 @@ def remove_tree(path: Path) -> None:
 
 @contextmanager
 def scratch_directory(kind: str) -> Iterator[Path]:
-    """A new private directory ``distgcn-KIND-HOST-PID-RANDOM`` under ``TMPDIR``, removed when the block ends.
+    """A new private directory ``distgcn-HOST-PID-RANDOM.KIND`` under ``TMPDIR``, removed when the block ends.
 
     Also removed by the stop-signal cleanups; those that killed processes left
     are removed first. OSError if it cannot be made (the caller says where
     ``TMPDIR`` points).
     """
     parent = Path(tempfile.gettempdir())
-    prefix = f"distgcn-{kind}-"
-    remove_abandoned(parent, re.compile(rf"{re.escape(prefix)}{OWNER}"), f"a {kind} scratch directory",
+    suffix = f".{kind}"
+    remove_abandoned(parent, re.compile(rf"{OWNER}{re.escape(suffix)}"), f"a {kind} scratch directory",
                      accept=lambda path: path.is_dir())
     key: int | None = None
     directory: Path | None = None
     try:
         with signals.stops_deferred():  # made and registered together
             while directory is None:
-                candidate = parent / owned_name(prefix)
+                candidate = parent / owned_name("", suffix)
                 try:
                     candidate.mkdir(mode=0o700)
                 except FileExistsError:

@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -94,9 +95,23 @@ class _Cleanups:
         self.lock = threading.Lock()
         self.pending: dict[int, Callable[[], None]] = {}
         self.keys = itertools.count()
+        self.marker: socket.socket | None = None
+        """Bound while cleanups are pending, so that the job's other ranks here wait for them (:func:`_peers_cleaning`)."""
 
 
 _cleanups = _Cleanups()
+CLEANUP_WAIT_S = GRACE_S
+"""How long a rank about to abort the job waits at most for the ranks of its node to run their cleanups."""
+
+
+def _cleanup_prefix() -> str:
+    """The start of the names of :func:`_cleanup_name` among the ranks of this node (they share a parent)."""
+    return f"distgcn-cleanup-{os.getppid()}-"
+
+
+def _cleanup_name(pid: int) -> str:
+    """The abstract socket name that says: process ``pid`` has cleanups pending."""
+    return f"{_cleanup_prefix()}{pid}"
 
 
 def add_cleanup(cleanup: Callable[[], None]) -> int:
@@ -107,10 +122,21 @@ def add_cleanup(cleanup: Callable[[], None]) -> int:
     exit after :data:`GRACE_S` run no ``finally``. ``cleanup`` runs in the
     watcher thread while the main thread may still run, so it must tolerate
     what it removes being gone, renamed into place or still being written.
+    While any is pending, the process holds an abstract socket name
+    (:func:`_cleanup_name`; it vanishes with the process): a rank of its job on
+    this node that is about to abort the job sends it the stop signal and
+    waits for it first (:func:`_wait_for_peers`).
     """
     with _cleanups.lock:
         key = next(_cleanups.keys)
         _cleanups.pending[key] = cleanup
+        if _cleanups.marker is None:
+            marker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                marker.bind(f"\0{_cleanup_name(os.getpid())}")
+                _cleanups.marker = marker
+            except OSError:
+                marker.close()
     return key
 
 
@@ -118,6 +144,13 @@ def remove_cleanup(key: int) -> None:
     """Withdraw a cleanup of :func:`add_cleanup` (its temporary was renamed into place or removed)."""
     with _cleanups.lock:
         _cleanups.pending.pop(key, None)
+        _drop_marker_if_done()
+
+
+def _drop_marker_if_done() -> None:
+    if not _cleanups.pending and _cleanups.marker is not None:
+        _cleanups.marker.close()
+        _cleanups.marker = None
 
 
 def run_cleanups() -> None:
@@ -130,6 +163,39 @@ def run_cleanups() -> None:
             cleanup()
         except Exception:  # noqa: BLE001 - the process is ending: what is left, a later run removes
             pass
+    with _cleanups.lock:
+        _drop_marker_if_done()
+
+
+def _peers_cleaning() -> set[int]:
+    """The processes of this node's ranks (siblings of this one) that hold cleanups, from /proc/net/unix."""
+    prefix = "@" + _cleanup_prefix()
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    found = set()
+    for line in lines:
+        name = line.rsplit(None, 1)[-1]
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            found.add(int(name[len(prefix):]))
+    found.discard(os.getpid())
+    return found
+
+
+def _wait_for_peers(signum: int) -> None:
+    """Before this rank aborts the job: send ``signum`` to the ranks of this node that hold cleanups (they may
+    not have got it) and wait until they have run them, at most :data:`CLEANUP_WAIT_S` seconds."""
+    deadline = time.monotonic() + CLEANUP_WAIT_S
+    told: set[int] = set()
+    while (peers := _peers_cleaning()) and time.monotonic() < deadline:
+        for pid in peers - told:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+        told |= peers
+        time.sleep(0.005)
 
 
 class _State:
@@ -311,12 +377,13 @@ def _stop(signum: int) -> None:
     # From here on, stderr is this thread's alone: the main thread, whose temporaries the cleanups remove under
     # it, would report failures that are the stop's doing, and MPI_Abort would add its own line to ours.
     stderr = _silence_stderr()
-    run_cleanups()  # before the line: a peer's abort may end this process at any moment from now on
+    run_cleanups()  # before the line: a peer's abort may end this process from now on (peers wait, but not forever)
     if _first_on_node():
         report(signum, job.rank, fd=stderr)
         wait_until_read(stderr, DRAIN_S)
     else:  # another rank here reports: give it time to, before this abort ends it
         time.sleep(PEER_DELAY_S)
+    _wait_for_peers(signum)
     job.abort(exit_code(signum))
 
 
