@@ -14,6 +14,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,6 +113,21 @@ def test_only_abandoned_temporaries_of_this_host_are_removed(tmp_path, capsys):
                                             + ([others] if others else []))
 
 
+def test_a_temporary_of_an_ended_process_not_yet_reaped_is_abandoned(tmp_path):
+    """A killed rank can stay a zombie a while (its parent, the launcher, is ending too): it has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not end"
+            time.sleep(0.01)
+        left = tmp_path / owned_name(".w.npz.", ".tmp").replace(f"-{os.getpid()}-", f"-{child.pid}-")
+        left.write_bytes(b"half")
+        assert safe_io.abandoned_by(left, safe_io.TEMPORARY_FILE) == child.pid
+    finally:
+        child.wait()
+
+
 def test_a_checkpoint_temporary_left_by_sigkill_is_removed_by_the_next_run(tmp_path):
     """SIGKILL while rank 0 writes a checkpoint (held mid-write): the temporary stays, as SIGKILL runs nothing;
     the next run into the directory removes it and says so, and the checkpoints are those of that run."""
@@ -137,11 +154,11 @@ def test_a_checkpoint_temporary_left_by_sigkill_is_removed_by_the_next_run(tmp_p
 
 
 @pytest.mark.parametrize(("outputs", "ranks", "signum", "target"), [
-    (("--save-weights", "w.npz"), 2, signal.SIGINT, "launcher"),  # Ctrl-C: mpiexec forwards it to every rank
+    (("--save-weights", "w.npz"), 2, signal.SIGINT, "terminal"),  # Ctrl-C: mpiexec forwards it to every rank
     (("--metrics", "m.jsonl"), 2, signal.SIGTERM, 0),
     (("--save-weights", "w.npz"), 2, signal.SIGTERM, 1),  # rank 0, which writes, does not get the signal
     (("--checkpoint-dir", "ckpt", "--checkpoint-every", "1"), 1, signal.SIGINT, 0),
-], ids=["weights-sigint-launcher", "metrics-sigterm-rank0", "weights-sigterm-rank1", "checkpoint-one-process"])
+], ids=["weights-ctrl-c", "metrics-sigterm-rank0", "weights-sigterm-rank1", "checkpoint-one-process"])
 def test_a_stop_signal_mid_write_leaves_no_temporary(tmp_path, outputs, ranks, signum, target):
     """A stop signal while rank 0 writes an output (held mid-write): the job ends as always, one line and
     128 + N, and the temporary is gone. A job's abort unwinds nothing, so rank 0 removes it first; when only
@@ -155,14 +172,17 @@ def test_a_stop_signal_mid_write_leaves_no_temporary(tmp_path, outputs, ranks, s
         _wait_for(lambda: shown.is_dir() and _temporaries(shown), job, "temporary")
         processes = descendants(job.pid) | {job.pid}
         shm = _shared_memory_names(processes)
-        pid = job.pid if target == "launcher" or ranks == 1 else rank_pid(job.pid, target)
-        os.kill(pid, signum)
+        if target == "terminal":  # the launcher's process group (hydra starts each rank in a session of its own)
+            os.killpg(job.pid, signum)
+        else:
+            os.kill(job.pid if ranks == 1 else rank_pid(job.pid, target), signum)
         _, stderr = job.communicate(timeout=60)
     finally:
         _kill_group(job)
     assert job.returncode == 128 + signum, stderr
     _assert_one_line(stderr, signal.Signals(signum).name)
     assert _temporaries(shown) == []
+    assert shm or ranks == 1, "the job mapped no MPICH shared-memory file: nothing checked"
     assert not [name for name in shm if Path(name).exists()], shm
 
 
