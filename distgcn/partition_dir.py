@@ -41,10 +41,10 @@ import scipy.sparse as sp
 from . import signals
 from .errors import InputError
 from .graph import Graph
+from .leftovers import process_exists, remove_abandoned
 from .prepare import GraphOptions
 from .progress import Progress
-from .safe_io import (PARTITION, PARTITION_FILE, aside_pattern, check_directory_target, process_exists,
-                      remove_abandoned, replace_directory)
+from .safe_io import PARTITION, PARTITION_FILE, aside_pattern, check_directory_target, replace_directory
 from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, validate
 from .shard import Shard, read_arrays
 

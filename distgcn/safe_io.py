@@ -24,12 +24,6 @@
    metrics) is renamed into place once its first record is written, then
    appended to. A directory is built under a temporary name; an old one is
    renamed aside, the new one renamed in, and only then the old one deleted.
-6. **No leftovers.** A temporary's name says which process on which host made
-   it (:func:`owned_name`). Its maker removes it on every exit it can catch
-   (an exception, a stop signal, a job's abort: :func:`distgcn.signals.add_cleanup`);
-   what a SIGKILL leaves, the next write into the same directory removes once
-   that process has ended (:func:`remove_abandoned`). Scratch directories
-   under ``TMPDIR`` follow the same rule (:func:`scratch_directory`).
 4. **No symlinks.** An output file, or a directory distgcn replaces, that is a
    symbolic link is refused. A directory the user names to hold outputs
    (checkpoints, a report, exports) may be a symlink: that is the user's
@@ -37,22 +31,19 @@
 5. **One run per checkpoint directory.** :func:`lock_directory` holds an
    ``flock`` on a lock file in the directory for the life of the process; a
    second run that wants it is refused (:mod:`distgcn.checkpoint`).
+6. **No leftovers.** A temporary's name says which process on which host made
+   it (:mod:`distgcn.leftovers`). Its maker removes it on every exit it can
+   catch (an exception, a stop signal, a job's abort); what a SIGKILL leaves,
+   the next write into the same directory removes once that process has ended.
 """
 
 from __future__ import annotations
 
 import fcntl
 import functools
-import hashlib
 import json
 import os
 import re
-import secrets
-import shutil
-import socket
-import stat
-import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -65,6 +56,7 @@ import numpy as np
 from . import signals
 from .errors import InputError
 from .faults import inject_slow_write
+from .leftovers import OWNER, owned_name, remove_abandoned, remove_tree
 
 SNIFF_BYTES = 1 << 20
 """How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
@@ -189,87 +181,8 @@ def check_target(path: Path, kind: Kind) -> Path:
     return path
 
 
-# ---- temporaries: named after the process that makes them ----------------------------------------------------
-
-OWNER = r"distgcn-(?P<host>[0-9a-f]{8})-(?P<pid>[1-9][0-9]{0,9})-[0-9a-f]{8}"
-"""The part of a temporary's name that :func:`owned_name` writes: host, process id, a random tag."""
 TEMPORARY_FILE = re.compile(rf"\..+\.{OWNER}\.tmp")
 """A temporary file of :func:`write_file`: ``.NAME.distgcn-HOST-PID-RANDOM.tmp`` beside ``NAME``."""
-
-
-def host_tag() -> str:
-    """This host, as temporaries' names carry it: 8 hex digits of the SHA-256 of its name (any host name fits)."""
-    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def owned_name(prefix: str, suffix: str = "") -> str:
-    """A new name ``PREFIXdistgcn-HOST-PID-RANDOMSUFFIX``: whose it is, for :func:`remove_abandoned`."""
-    return f"{prefix}distgcn-{host_tag()}-{os.getpid()}-{secrets.token_hex(4)}{suffix}"
-
-
-def process_exists(pid: int) -> bool:
-    """Whether a process with this id runs on this host (one of another user's counts: it is not ours to judge).
-
-    A zombie (ended, not yet reaped by its parent) does not: it will never remove its temporaries.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
-def abandoned_by(path: Path, pattern: re.Pattern[str]) -> int | None:
-    """The id of the process that made ``path`` and has ended, or None if it is not such a leftover.
-
-    A leftover is named by ``pattern`` (which captures :data:`OWNER`), is no
-    symbolic link, belongs to this user and was made on this host by a process
-    that no longer exists. Anything else (a live run's temporary, another
-    host's, a user's file of a similar name) is not.
-    """
-    match = pattern.fullmatch(path.name)
-    if match is None or match["host"] != host_tag():
-        return None
-    try:
-        info = path.lstat()
-    except OSError:
-        return None
-    pid = int(match["pid"])
-    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or process_exists(pid):
-        return None
-    return pid
-
-
-def remove_abandoned(directory: Path, pattern: re.Pattern[str], what: str,
-                     accept: Callable[[Path], bool] = Path.is_file) -> None:
-    """Delete the leftovers in ``directory`` (:func:`abandoned_by`) that ``accept`` takes, saying so on stderr.
-
-    ``accept``: a regular file, by default; for a directory, a check of what it holds.
-    """
-    try:
-        entries = sorted(Path(entry.path) for entry in os.scandir(directory))
-    except OSError:
-        return
-    for path in entries:
-        pid = abandoned_by(path, pattern)
-        if pid is None or not accept(path):
-            continue
-        why = f"{what} left by an interrupted run (process {pid} on this host has ended)"
-        try:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except OSError as exc:
-            print(f"distgcn: could not remove {path}, {why}: {exc.strerror or exc}", file=sys.stderr, flush=True)
-            continue
-        print(f"distgcn: removed {path}: {why}", file=sys.stderr, flush=True)
 
 
 def remove_abandoned_temporaries(directory: Path) -> None:
@@ -282,43 +195,6 @@ def _unlink(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
-
-
-def remove_tree(path: Path) -> None:
-    """``shutil.rmtree`` that never fails (what cannot be removed, a later run can)."""
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@contextmanager
-def scratch_directory(kind: str) -> Iterator[Path]:
-    """A new private directory ``distgcn-HOST-PID-RANDOM.KIND`` under ``TMPDIR``, removed when the block ends.
-
-    Also removed by the stop-signal cleanups; those that killed processes left
-    are removed first. OSError if it cannot be made (the caller says where
-    ``TMPDIR`` points).
-    """
-    parent = Path(tempfile.gettempdir())
-    suffix = f".{kind}"
-    remove_abandoned(parent, re.compile(rf"{OWNER}{re.escape(suffix)}"), f"a {kind} scratch directory",
-                     accept=lambda path: path.is_dir())
-    key: int | None = None
-    directory: Path | None = None
-    try:
-        with signals.stops_deferred():  # made and registered together
-            while directory is None:
-                candidate = parent / owned_name("", suffix)
-                try:
-                    candidate.mkdir(mode=0o700)
-                except FileExistsError:
-                    continue
-                directory = candidate
-            key = signals.add_cleanup(functools.partial(remove_tree, directory))
-        yield directory
-    finally:
-        if directory is not None:
-            remove_tree(directory)
-        if key is not None:
-            signals.remove_cleanup(key)
 
 
 @contextmanager

@@ -29,8 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.leftovers import scratch_directory
 from distgcn.progress import c_stdout_to_ticker
-from distgcn.safe_io import scratch_directory
 from distgcn.threads import available_cores
 
 from .hmetis import write_hmetis

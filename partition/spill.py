@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.leftovers import scratch_directory
 from distgcn.progress import Progress
-from distgcn.safe_io import scratch_directory
 
 from .shards import GraphData
 

@@ -29,7 +29,8 @@ from test_signals import _assert_one_line, _kill_group, _shared_memory_names, _s
 from distgcn import safe_io
 from distgcn.faults import SLOW_WRITE_ENV
 from distgcn.partition_dir import remove_abandoned_staging
-from distgcn.safe_io import WEIGHTS, host_tag, owned_name, scratch_directory, write_npz
+from distgcn.leftovers import abandoned_by, host_tag, owned_name, scratch_directory
+from distgcn.safe_io import WEIGHTS, write_npz
 
 GRAPH = "synthetic:sbm,n=600,classes=4,features=16,seed=8"
 TRAIN = ["train", "--graph", GRAPH, "--partition", "contiguous", "--quiet"]
@@ -123,7 +124,7 @@ def test_a_temporary_of_an_ended_process_not_yet_reaped_is_abandoned(tmp_path):
             time.sleep(0.01)
         left = tmp_path / owned_name(".w.npz.", ".tmp").replace(f"-{os.getpid()}-", f"-{child.pid}-")
         left.write_bytes(b"half")
-        assert safe_io.abandoned_by(left, safe_io.TEMPORARY_FILE) == child.pid
+        assert abandoned_by(left, safe_io.TEMPORARY_FILE) == child.pid
     finally:
         child.wait()
 
