@@ -96,7 +96,7 @@ class _Cleanups:
         self.pending: dict[int, Callable[[], None]] = {}
         self.keys = itertools.count()
         self.marker: socket.socket | None = None
-        """Bound while cleanups are pending, so that the job's other ranks here wait for them (:func:`_peers_cleaning`)."""
+        """Bound while cleanups are pending: the job's other ranks here wait for them (:func:`_peers_cleaning`)."""
 
 
 _cleanups = _Cleanups()
