@@ -250,31 +250,40 @@ def remove_staging(staging: Path) -> None:
     key = _staging_cleanups.pop(staging, None)
     if key is not None:
         signals.remove_cleanup(key)
-    _remove_if_ours(staging)
+    with _staging_lock:
+        _remove_owner_file_last(staging)
 
 
 def _remove_if_ours(staging: Path) -> None:
-    """Delete ``staging`` if its owner file names this process, that file last: a removal cut short (a peer's
-    abort, a SIGKILL) leaves a directory that :func:`remove_abandoned_staging` still recognises."""
+    """The stop-signal cleanup of ``staging``: delete it if its owner file still names this process (else
+    :func:`finish_directory` has taken it over, to rename it into place)."""
     with _staging_lock:
-        owner_file = staging / STAGING_OWNER
         try:
-            if json.loads(owner_file.read_text()) != {"host": socket.gethostname(), "pid": os.getpid()}:
-                return
-            entries = [entry for entry in staging.iterdir() if entry.name != STAGING_OWNER]
+            owner = json.loads((staging / STAGING_OWNER).read_text())
         except (OSError, ValueError):
             return
-        for entry in entries:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-        try:
-            if [entry.name for entry in staging.iterdir()] == [STAGING_OWNER]:
-                owner_file.unlink()
-                staging.rmdir()
-        except OSError:
-            pass
+        if owner == {"host": socket.gethostname(), "pid": os.getpid()}:
+            _remove_owner_file_last(staging)
+
+
+def _remove_owner_file_last(staging: Path) -> None:
+    """Delete ``staging``, its owner file last: a removal cut short (a peer's abort, a SIGKILL) leaves a directory
+    that :func:`remove_abandoned_staging` still recognises."""
+    try:
+        entries = [entry for entry in staging.iterdir() if entry.name != STAGING_OWNER]
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    try:
+        if [entry.name for entry in staging.iterdir()] in ([], [STAGING_OWNER]):
+            (staging / STAGING_OWNER).unlink(missing_ok=True)
+            staging.rmdir()
+    except OSError:
+        pass
 
 
 def remove_abandoned_staging(out: Path) -> None:

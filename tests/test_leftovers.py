@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ from test_signals import _assert_one_line, _kill_group, _shared_memory_names, _s
 
 from distgcn import safe_io
 from distgcn.faults import SLOW_WRITE_ENV
-from distgcn.partition_dir import remove_abandoned_staging
+from distgcn.partition_dir import remove_abandoned_staging, staging_directory
 from distgcn.leftovers import abandoned_by, host_tag, owned_name, scratch_directory
 from distgcn.safe_io import WEIGHTS, write_npz
 
@@ -298,3 +299,35 @@ def test_an_old_partition_left_aside_is_removed_once_the_new_one_is_in_place(tmp
     remove_abandoned_staging(out)
     assert not aside.exists() and (users / "notes.txt").read_text() == "mine"
     assert f"removed {aside}: an old partition directory left by an interrupted run" in capsys.readouterr().err
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Iterator[Path]:
+    """A filled 64 KB tmpfs: a directory can still be made in it, but no file's data written."""
+    if os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
+    try:
+        with open(mount / "filler", "wb", buffering=0) as filler:
+            try:
+                while filler.write(b"\0" * 4096):
+                    pass
+            except OSError:
+                pass
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_staging_directory_whose_owner_file_cannot_be_written_is_removed(full_disk):
+    """The disk fills between making the staging directory and writing its owner file: the failure removes
+    the directory all the same (its maker knows it is its own)."""
+    with pytest.raises(OSError):
+        with staging_directory(full_disk / "part"):
+            pytest.fail("the block ran: writing the owner file should have failed")
+    assert [path.name for path in full_disk.iterdir()] == ["filler"]
