@@ -27,7 +27,9 @@ main thread is doing:
 
 Neither a job's abort nor the hard exit unwinds the main thread, so what it
 was writing (a temporary file, a staging or scratch directory) is removed
-first by the cleanups registered for it (:func:`add_cleanup`).
+first by the cleanups registered for it (:func:`add_cleanup`), and a rank
+about to abort the job waits for those of the other ranks of its node
+(:func:`_wait_for_peers`).
 
 A C call that holds the GIL (rare; none of MPI's or torch's waits) delays all
 of this until it returns.
