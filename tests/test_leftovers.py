@@ -27,7 +27,7 @@ from conftest import distgcn_in_process
 from processes import alive, descendants, rank_pid
 from test_signals import _assert_one_line, _kill_group, _shared_memory_names, _start
 
-from distgcn import safe_io
+from distgcn import safe_io, signals
 from distgcn.faults import SLOW_WRITE_ENV
 from distgcn.partition_dir import remove_abandoned_staging, staging_directory
 from distgcn.leftovers import abandoned_by, host_tag, owned_name, scratch_directory
@@ -331,3 +331,21 @@ def test_a_staging_directory_whose_owner_file_cannot_be_written_is_removed(full_
         with staging_directory(full_disk / "part"):
             pytest.fail("the block ran: writing the owner file should have failed")
     assert [path.name for path in full_disk.iterdir()] == ["filler"]
+
+
+def test_nothing_stays_registered_for_a_stop_once_a_command_has_ended(tmp_path):
+    """Every temporary's stop-signal cleanup is withdrawn once it is renamed into place or removed: a process
+    that runs commands one after another (a notebook, these tests) holds none between them."""
+    part = tmp_path / "part"
+    done = distgcn_in_process(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(part),
+                               "--quiet"])
+    assert done.returncode == 0, done.stderr
+    done = distgcn_in_process(["partition", GRAPH, "--parts", "2", "--model", "random", "--out", str(part),
+                               "--quiet", "--force"])  # the old one is renamed aside, then deleted
+    assert done.returncode == 0, done.stderr
+    done = distgcn_in_process(["train", str(part), "--epochs", "2", "--quiet", "--metrics", str(tmp_path / "m.jsonl"),
+                               "--save-weights", str(tmp_path / "w.npz"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+                               "--checkpoint-every", "1"], ranks=2)
+    assert done.returncode == 0, done.stderr
+    assert signals._cleanups.pending == {} and signals._cleanups.marker is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "m.jsonl", "part", "w.npz"]
