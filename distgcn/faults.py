@@ -11,6 +11,10 @@ scheduler can cancel or requeue it mid-run without racing its end.
 ``DISTGCN_FAIL_SHARD=RANK`` makes that rank of ``mpiexec -n P distgcn partition``
 raise while it cuts its shard, while the other ranks write theirs.
 
+``DISTGCN_SLOW_WRITE=SECONDS`` makes every file that :mod:`distgcn.safe_io`
+writes wait that long once its temporary exists: a test can then stop or kill
+the writer mid-write.
+
 All are unset in normal use.
 """
 
@@ -22,21 +26,27 @@ import time
 FAIL_ENV = "DISTGCN_FAIL_AT"
 SLOW_ENV = "DISTGCN_SLOW_EPOCH"
 FAIL_SHARD_ENV = "DISTGCN_FAIL_SHARD"
+SLOW_WRITE_ENV = "DISTGCN_SLOW_WRITE"
 
 
 class InjectedFailure(RuntimeError):
     pass
 
 
-def inject_faults(rank: int, epoch: int) -> None:
-    """Apply whichever faults the environment asks for, at this point of this epoch."""
-    slow = os.environ.get(SLOW_ENV)
+def _sleep_for(name: str) -> None:
+    """Sleep as long as the environment variable ``name`` says, if it is set."""
+    slow = os.environ.get(name)
     if slow:
         try:
             seconds = float(slow)
         except ValueError:
-            raise InjectedFailure(f"{SLOW_ENV}={slow!r}: expected a number of seconds") from None
+            raise InjectedFailure(f"{name}={slow!r}: expected a number of seconds") from None
         time.sleep(seconds)
+
+
+def inject_faults(rank: int, epoch: int) -> None:
+    """Apply whichever faults the environment asks for, at this point of this epoch."""
+    _sleep_for(SLOW_ENV)
     spec = os.environ.get(FAIL_ENV)
     if not spec:
         return
@@ -57,3 +67,8 @@ def inject_shard_fault(rank: int) -> None:
         raise InjectedFailure(f"{FAIL_SHARD_ENV}={spec!r}: expected a rank")
     if int(spec) == rank:
         raise InjectedFailure(f"injected failure while cutting the shard of rank {rank} ({FAIL_SHARD_ENV}={spec})")
+
+
+def inject_slow_write() -> None:
+    """Wait as ``DISTGCN_SLOW_WRITE`` asks, with a temporary file of :mod:`distgcn.safe_io` open."""
+    _sleep_for(SLOW_WRITE_ENV)

@@ -19,6 +19,7 @@ vector (:func:`partition_id`). Readers are the runtime
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import json
@@ -28,6 +29,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,9 +41,10 @@ import scipy.sparse as sp
 from . import signals
 from .errors import InputError
 from .graph import Graph
+from .leftovers import process_exists, remove_abandoned
 from .prepare import GraphOptions
 from .progress import Progress
-from .safe_io import PARTITION, check_directory_target, replace_directory
+from .safe_io import PARTITION, PARTITION_FILE, aside_pattern, check_directory_target, replace_directory
 from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, validate
 from .shard import Shard, read_arrays
 
@@ -205,6 +208,12 @@ STAGING_OWNER = ".distgcn-staging"
 """A staging directory's first file: the host and process that write it (removed before the rename into place)."""
 
 
+_staging_lock = threading.Lock()
+"""Held while a staging directory stops being this process's: its removal, or its owner file's before the rename."""
+_staging_cleanups: dict[Path, int] = {}
+"""This process's staging directories, each with its key among the stop-signal cleanups."""
+
+
 @contextmanager
 def staging_directory(out: Path) -> Iterator[Path]:
     """A new directory next to ``out``, where its contents are written before it is renamed into place;
@@ -213,7 +222,10 @@ def staging_directory(out: Path) -> Iterator[Path]:
     First removes the staging directories of ``out`` that killed runs left
     behind (:func:`remove_abandoned_staging`): at 10^8 edges each holds GBs.
     A stop signal between making the directory and writing its owner file is
-    raised only once both are done, here, where the cleanup sees it.
+    raised only once both are done, here, where the cleanup sees it. Until
+    :func:`finish_directory` renames it into place or :func:`remove_staging`
+    removes it, a job's abort on a stop signal removes it too
+    (:func:`distgcn.signals.add_cleanup`).
     """
     remove_abandoned_staging(out)
     staging: Path | None = None
@@ -225,11 +237,53 @@ def staging_directory(out: Path) -> Iterator[Path]:
             staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
             owner = {"host": socket.gethostname(), "pid": os.getpid()}
             (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
+            _staging_cleanups[staging] = signals.add_cleanup(functools.partial(_remove_if_ours, staging))
         yield staging
     except BaseException:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_staging(staging)
         raise
+
+
+def remove_staging(staging: Path) -> None:
+    """Delete a staging directory of this process (what a removal cut short leaves, a later run removes)."""
+    key = _staging_cleanups.pop(staging, None)
+    if key is not None:
+        signals.remove_cleanup(key)
+    with _staging_lock:
+        _remove_owner_file_last(staging)
+
+
+def _remove_if_ours(staging: Path) -> None:
+    """The stop-signal cleanup of ``staging``: delete it if its owner file still names this process (else
+    :func:`finish_directory` has taken it over, to rename it into place)."""
+    with _staging_lock:
+        try:
+            owner = json.loads((staging / STAGING_OWNER).read_text())
+        except (OSError, ValueError):
+            return
+        if owner == {"host": socket.gethostname(), "pid": os.getpid()}:
+            _remove_owner_file_last(staging)
+
+
+def _remove_owner_file_last(staging: Path) -> None:
+    """Delete ``staging``, its owner file last: a removal cut short (a peer's abort, a SIGKILL) leaves a directory
+    that :func:`remove_abandoned_staging` still recognises."""
+    try:
+        entries = [entry for entry in staging.iterdir() if entry.name != STAGING_OWNER]
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    try:
+        if [entry.name for entry in staging.iterdir()] in ([], [STAGING_OWNER]):
+            (staging / STAGING_OWNER).unlink(missing_ok=True)
+            staging.rmdir()
+    except OSError:
+        pass
 
 
 def remove_abandoned_staging(out: Path) -> None:
@@ -238,8 +292,14 @@ def remove_abandoned_staging(out: Path) -> None:
     Only a directory named as :func:`staging_directory` names them, holding its
     owner file, written on this host by a process that no longer exists (a
     SIGKILL, a node's OOM killer) is removed. Anything else, a staging
-    directory of another host or of a live run included, is left alone.
+    directory of another host or of a live run included, is left alone. So is
+    an old partition that a swap into ``out`` renamed aside
+    (:func:`distgcn.safe_io.replace_directory`) and was killed before it
+    deleted it: it is removed once the new one is in place at ``out``, else it
+    is the only copy and stays.
     """
+    if out.is_dir() and not out.is_symlink():
+        remove_abandoned(out.parent, aside_pattern(out), "an old partition directory", accept=_holds_partition_files)
     for candidate in sorted(out.parent.glob(f".{glob.escape(out.name)}.*")):
         owner_file = candidate / STAGING_OWNER
         if candidate.is_symlink() or not candidate.is_dir() or not owner_file.is_file():
@@ -249,7 +309,7 @@ def remove_abandoned_staging(out: Path) -> None:
             host, pid = owner["host"], int(owner["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if pid <= 0 or host != socket.gethostname() or _process_exists(pid):
+        if pid <= 0 or host != socket.gethostname() or process_exists(pid):
             continue
         why = f"a staging directory left by an interrupted run (process {pid} on this host has ended)"
         try:
@@ -260,15 +320,12 @@ def remove_abandoned_staging(out: Path) -> None:
         print(f"distgcn: removed {candidate}: {why}", file=sys.stderr, flush=True)
 
 
-def _process_exists(pid: int) -> bool:
-    """Whether a process with this id exists on this host (one of another user's counts: it is not ours to judge)."""
+def _holds_partition_files(path: Path) -> bool:
+    """A directory that holds nothing but files ``partition`` writes (what is left of an old partition)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return path.is_dir() and all(PARTITION_FILE.match(entry.name) for entry in path.iterdir())
+    except OSError:
         return False
-    except PermissionError:
-        pass
-    return True
 
 
 def write_parts(directory: Path, parts: np.ndarray) -> None:
@@ -334,7 +391,11 @@ def finish_directory(staging: Path, out: Path, meta: dict, *, force: bool = Fals
                      inputs: list[Path] | None = None) -> None:
     """Write meta.json last, then rename the complete staging directory to ``out`` (replacing an old one)."""
     (staging / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    (staging / STAGING_OWNER).unlink(missing_ok=True)
+    with _staging_lock:  # from here on, no stop-signal cleanup removes it
+        (staging / STAGING_OWNER).unlink(missing_ok=True)
+        key = _staging_cleanups.pop(staging, None)
+        if key is not None:
+            signals.remove_cleanup(key)
     replace_directory(staging, out, PARTITION, force=force, inputs=inputs or [])
 
 

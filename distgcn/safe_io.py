@@ -31,12 +31,16 @@
 5. **One run per checkpoint directory.** :func:`lock_directory` holds an
    ``flock`` on a lock file in the directory for the life of the process; a
    second run that wants it is refused (:mod:`distgcn.checkpoint`).
-6. **One writer per output.** :func:`claimed` holds an ``flock`` on a lock
+6. **No leftovers.** A temporary's name says which process on which host made
+   it (:mod:`distgcn.leftovers`). Its maker removes it on every exit it can
+   catch (an exception, a stop signal, a job's abort); what a SIGKILL leaves,
+   the next write into the same directory removes once that process has ended.
+7. **One writer per output.** :func:`claimed` holds an ``flock`` on a lock
    file beside an output (``.NAME.distgcn-lock``, naming the holder) while a
    command writes it; a second distgcn process that wants the same output is
    refused at its start, naming the holder, instead of renaming its file over
    the first one's.
-7. **Nothing inside a partition directory.** ``partition --force`` replaces
+8. **Nothing inside a partition directory.** ``partition --force`` replaces
    such a directory as a whole and refuses one holding files it did not write,
    so no other output (a metrics file, a checkpoint or report directory,
    another partition) may be placed in one.
@@ -45,11 +49,10 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import re
-import secrets
-import shutil
 import socket
 import sys
 import zipfile
@@ -61,7 +64,10 @@ from typing import IO, BinaryIO
 
 import numpy as np
 
+from . import signals
 from .errors import InputError
+from .faults import inject_slow_write
+from .leftovers import OWNER, owned_name, remove_abandoned, remove_tree
 
 SNIFF_BYTES = 1 << 20
 """How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
@@ -218,14 +224,51 @@ def check_target(path: Path, kind: Kind) -> Path:
     return path
 
 
-def _temporary(path: Path) -> tuple[Path, BinaryIO]:
-    """A new file beside ``path``: a name nothing else has, never through a symlink."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+TEMPORARY_FILE = re.compile(rf"\..+\.{OWNER}\.tmp")
+"""A temporary file of :func:`write_file`: ``.NAME.distgcn-HOST-PID-RANDOM.tmp`` beside ``NAME``."""
+
+
+def remove_abandoned_temporaries(directory: Path) -> None:
+    """Delete the temporary files of :func:`write_file` in ``directory`` whose writer was killed."""
+    remove_abandoned(directory, TEMPORARY_FILE, "a temporary file")
+
+
+def _unlink(path: Path) -> None:
     try:
-        return temporary, os.fdopen(os.open(temporary, flags, 0o644), "w+b")
-    except OSError as exc:
-        raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+        path.unlink()
+    except OSError:
+        pass
+
+
+@contextmanager
+def _temporary(path: Path) -> Iterator[tuple[Path, BinaryIO]]:
+    """A new file beside ``path``, named after this process, never through a symlink; removed if the block fails.
+
+    Registered with the stop-signal cleanups while the block runs (a job's abort
+    unwinds nothing); what a SIGKILL leaves, the next write into the directory
+    removes (:func:`remove_abandoned_temporaries`).
+    """
+    temporary = path.with_name(owned_name(f".{path.name}.", ".tmp"))
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fh: BinaryIO | None = None
+    key: int | None = None
+    try:
+        with signals.stops_deferred():  # a stop between making the file and owning it would leave it
+            try:
+                fh = os.fdopen(os.open(temporary, flags, 0o644), "w+b")
+            except OSError as exc:
+                raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+            key = signals.add_cleanup(functools.partial(_unlink, temporary))
+        inject_slow_write()
+        yield temporary, fh
+    except BaseException:
+        if fh is not None:
+            fh.close()
+            _unlink(temporary)
+        raise
+    finally:
+        if key is not None:
+            signals.remove_cleanup(key)
 
 
 def _install(temporary: Path, fh: IO, path: Path, kind: Kind) -> None:
@@ -240,16 +283,14 @@ def _install(temporary: Path, fh: IO, path: Path, kind: Kind) -> None:
 def write_file(path: Path, kind: Kind, fill: Callable[[BinaryIO], None]) -> Path:
     """Write ``path`` atomically with ``fill(fh)``; the old file stays whole if anything fails."""
     path = check_target(Path(path), kind)
-    temporary, fh = _temporary(path)
-    try:
-        with fh:
-            fill(fh)
-            _install(temporary, fh, path, kind)
-    except BaseException as exc:
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
+    remove_abandoned_temporaries(path.parent)
+    with _temporary(path) as (temporary, fh):
+        try:
+            with fh:
+                fill(fh)
+                _install(temporary, fh, path, kind)
+        except OSError as exc:
             raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
-        raise
     return path
 
 
@@ -277,16 +318,13 @@ def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
     descriptor keeps writing to the renamed file.
     """
     path = check_target(Path(path), kind)
-    temporary, fh = _temporary(path)
-    try:
-        fh.write(first)
-        _install(temporary, fh, path, kind)
-    except BaseException as exc:
-        fh.close()
-        temporary.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
+    remove_abandoned_temporaries(path.parent)
+    with _temporary(path) as (temporary, fh):
+        try:
+            fh.write(first)
+            _install(temporary, fh, path, kind)
+        except OSError as exc:
             raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
-        raise
     return fh
 
 
@@ -323,12 +361,22 @@ def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterab
     return out
 
 
+def aside_pattern(out: Path) -> re.Pattern[str]:
+    """The names :func:`replace_directory` gives an old ``out`` while it swaps in the new one."""
+    return re.compile(rf"\.{re.escape(out.name)}\.{OWNER}\.old")
+
+
 def replace_directory(staging: Path, out: Path, kind: Kind, *, force: bool, inputs: Iterable[Path] = ()) -> None:
-    """Rename the finished ``staging`` to ``out``; an old ``out`` is renamed aside first, deleted last."""
+    """Rename the finished ``staging`` to ``out``; an old ``out`` is renamed aside first, deleted last.
+
+    The old one is deleted with a stop signal held back (and by the stop-signal
+    cleanups in a job); what a SIGKILL leaves of it, the next write of ``out``
+    removes (:func:`aside_pattern`).
+    """
     check_directory_target(out, kind, force=force, inputs=inputs)
     aside = None
     if out.exists():
-        aside = out.with_name(f".{out.name}.{secrets.token_hex(4)}.old")
+        aside = out.with_name(owned_name(f".{out.name}.", ".old"))
         os.rename(out, aside)
     try:
         os.rename(staging, out)
@@ -338,7 +386,12 @@ def replace_directory(staging: Path, out: Path, kind: Kind, *, force: bool, inpu
         raise
     fsync_directory(out.parent)
     if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+        key = signals.add_cleanup(functools.partial(remove_tree, aside))
+        try:
+            with signals.stops_deferred():  # the new one is in place: a stop now would leave the old one half gone
+                remove_tree(aside)
+        finally:
+            signals.remove_cleanup(key)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -25,6 +25,12 @@ main thread is doing:
   abort after :data:`PEER_DELAY_S`: one line per node, whichever rank or
   launcher was signalled.
 
+Neither a job's abort nor the hard exit unwinds the main thread, so what it
+was writing (a temporary file, a staging or scratch directory) is removed
+first by the cleanups registered for it (:func:`add_cleanup`), and a rank
+about to abort the job waits for those of the other ranks of its node
+(:func:`_wait_for_peers`).
+
 A C call that holds the GIL (rare; none of MPI's or torch's waits) delays all
 of this until it returns.
 """
@@ -32,6 +38,7 @@ of this until it returns.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import signal
 import socket
@@ -43,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -80,6 +88,116 @@ class _Job:
     size: int
     abort: Callable[[int], NoReturn]
     """Ends every rank of the job with this exit status."""
+
+
+class _Cleanups:
+    """What to remove if this process ends without unwinding: the temporaries it is writing, by key."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[int, Callable[[], None]] = {}
+        self.keys = itertools.count()
+        self.marker: socket.socket | None = None
+        """Bound while cleanups are pending: the job's other ranks here wait for them (:func:`_peers_cleaning`)."""
+
+
+_cleanups = _Cleanups()
+CLEANUP_WAIT_S = GRACE_S
+"""How long a rank about to abort the job waits at most for the ranks of its node to run their cleanups."""
+
+
+def _cleanup_prefix() -> str:
+    """The start of the names of :func:`_cleanup_name` among the ranks of this node (they share a parent)."""
+    return f"distgcn-cleanup-{os.getppid()}-"
+
+
+def _cleanup_name(pid: int) -> str:
+    """The abstract socket name that says: process ``pid`` has cleanups pending."""
+    return f"{_cleanup_prefix()}{pid}"
+
+
+def add_cleanup(cleanup: Callable[[], None]) -> int:
+    """Call ``cleanup`` if a stop signal ends this process without unwinding it; returns the key to withdraw it.
+
+    For what the process makes and removes itself on every path it unwinds
+    through (a temporary file, a staging directory): a job's abort and the hard
+    exit after :data:`GRACE_S` run no ``finally``. ``cleanup`` runs in the
+    watcher thread while the main thread may still run, so it must tolerate
+    what it removes being gone, renamed into place or still being written.
+    While any is pending, the process holds an abstract socket name
+    (:func:`_cleanup_name`; it vanishes with the process): a rank of its job on
+    this node that is about to abort the job sends it the stop signal and
+    waits for it first (:func:`_wait_for_peers`).
+    """
+    with _cleanups.lock:
+        key = next(_cleanups.keys)
+        _cleanups.pending[key] = cleanup
+        if _cleanups.marker is None:
+            marker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                marker.bind(f"\0{_cleanup_name(os.getpid())}")
+                _cleanups.marker = marker
+            except OSError:
+                marker.close()
+    return key
+
+
+def remove_cleanup(key: int) -> None:
+    """Withdraw a cleanup of :func:`add_cleanup` (its temporary was renamed into place or removed)."""
+    with _cleanups.lock:
+        _cleanups.pending.pop(key, None)
+        _drop_marker_if_done()
+
+
+def _drop_marker_if_done() -> None:
+    if not _cleanups.pending and _cleanups.marker is not None:
+        _cleanups.marker.close()
+        _cleanups.marker = None
+
+
+def run_cleanups() -> None:
+    """Run (once) every cleanup still registered; a failing one does not stop the others."""
+    with _cleanups.lock:
+        pending = list(_cleanups.pending.values())
+        _cleanups.pending.clear()
+    for cleanup in pending:
+        try:
+            cleanup()
+        except Exception:  # noqa: BLE001 - the process is ending: what is left, a later run removes
+            pass
+    with _cleanups.lock:
+        _drop_marker_if_done()
+
+
+def _peers_cleaning() -> set[int]:
+    """The processes of this node's ranks (siblings of this one) that hold cleanups, from /proc/net/unix."""
+    prefix = "@" + _cleanup_prefix()
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    found = set()
+    for line in lines:
+        name = line.rsplit(None, 1)[-1]
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            found.add(int(name[len(prefix):]))
+    found.discard(os.getpid())
+    return found
+
+
+def _wait_for_peers(signum: int) -> None:
+    """Before this rank aborts the job: send ``signum`` to the ranks of this node that hold cleanups (they may
+    not have got it) and wait until they have run them, at most :data:`CLEANUP_WAIT_S` seconds."""
+    deadline = time.monotonic() + CLEANUP_WAIT_S
+    told: set[int] = set()
+    while (peers := _peers_cleaning()) and time.monotonic() < deadline:
+        for pid in peers - told:
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+        told |= peers
+        time.sleep(0.005)
 
 
 class _State:
@@ -173,8 +291,8 @@ def stop_pending() -> int | None:
     return _state.stopping
 
 
-def report(signum: int, rank: int | None = None, what: str = "the job stops") -> None:
-    """Print the one line that says why the run ends (once per process, from any thread)."""
+def report(signum: int, rank: int | None = None, what: str = "the job stops", fd: int = 2) -> None:
+    """Print the one line that says why the run ends on ``fd`` (once per process, from any thread)."""
     with _state.lock:
         if _state.reported:
             return
@@ -182,7 +300,7 @@ def report(signum: int, rank: int | None = None, what: str = "the job stops") ->
     where = f" (rank {rank})" if rank is not None else ""
     line = f"distgcn: interrupted by {describe(signum)}{where}; {what} (exit {exit_code(signum)})\n"
     try:
-        os.write(2, line.encode())
+        os.write(fd, line.encode())
     except OSError:
         pass
 
@@ -253,17 +371,21 @@ def _watch(read_fd: int) -> None:
 
 def _stop(signum: int) -> None:
     job = _state.job
-    if job is None:
+    if job is None:  # the main thread unwinds, running its own cleanups
         if not _state.deadline_set:
             _state.deadline_set = True
             threading.Thread(target=_exit_after_grace, args=(signum,), daemon=True).start()
         return
+    # From here on, stderr is this thread's alone: the main thread, whose temporaries the cleanups remove under
+    # it, would report failures that are the stop's doing, and MPI_Abort would add its own line to ours.
+    stderr = _silence_stderr()
+    run_cleanups()  # before the line: a peer's abort may end this process from now on (peers wait, but not forever)
     if _first_on_node():
-        report(signum, job.rank)
-        wait_until_read(2, DRAIN_S)
+        report(signum, job.rank, fd=stderr)
+        wait_until_read(stderr, DRAIN_S)
     else:  # another rank here reports: give it time to, before this abort ends it
         time.sleep(PEER_DELAY_S)
-    _silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
+    _wait_for_peers(signum)
     job.abort(exit_code(signum))
 
 
@@ -308,16 +430,23 @@ def _unread_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
-def _silence_stderr() -> None:
+def _silence_stderr() -> int:
+    """Point file descriptor 2 at /dev/null; returns a descriptor of the stderr it had (2 if it cannot)."""
+    try:
+        kept = os.dup(2)
+    except OSError:
+        return 2
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
     except OSError:
         pass
+    return kept
 
 
 def _exit_after_grace(signum: int) -> None:
     time.sleep(GRACE_S)
+    run_cleanups()
     report(signum)
     os._exit(exit_code(signum))  # no flush: the stuck main thread may hold stdout's lock

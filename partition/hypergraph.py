@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.leftovers import scratch_directory
 from distgcn.progress import c_stdout_to_ticker
 from distgcn.threads import available_cores
 
@@ -167,13 +168,13 @@ def _mtkahypar(threads: int | None):
 @contextlib.contextmanager
 def _scratch_directory() -> Iterator[str]:
     """A temporary directory under ``TMPDIR`` for the hypergraph file, or an InputError saying where to point it."""
-    try:
-        scratch = tempfile.TemporaryDirectory(prefix="distgcn-hmetis-")
-    except OSError as err:
-        raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar in {tempfile.gettempdir()}: "
-                         f"{err.strerror or err}; point TMPDIR at a directory with room") from err
-    with scratch as directory:
-        yield directory
+    with contextlib.ExitStack() as stack:
+        try:
+            directory = stack.enter_context(scratch_directory("hmetis"))
+        except OSError as err:
+            raise InputError(f"cannot write the hypergraph file for Mt-KaHyPar in {tempfile.gettempdir()}: "
+                             f"{err.strerror or err}; point TMPDIR at a directory with room") from err
+        yield str(directory)
 
 
 @dataclass(frozen=True)

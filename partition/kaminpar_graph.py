@@ -17,12 +17,12 @@ nowhere), and its partition is reproducible from the seed on one thread only.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from distgcn.errors import InputError
+from distgcn.leftovers import scratch_directory
 from distgcn.threads import available_cores
 
 __all__ = ["KAMINPAR_PRESETS", "DEFAULT_KAMINPAR_PRESET", "kaminpar_preset", "write_parhip", "load_graph",
@@ -74,8 +74,8 @@ def load_graph(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray | No
     its arrays before the long partitioning call)."""
     import kaminpar
 
-    with tempfile.TemporaryDirectory(prefix="distgcn-kaminpar-") as folder:
-        path = Path(folder) / "graph.parhip"
+    with scratch_directory("kaminpar") as folder:
+        path = folder / "graph.parhip"
         try:
             write_parhip(path, indptr, indices, weights)
         except OSError as error:  # a full disk: say where the file went and how large it is

@@ -46,7 +46,8 @@ from distgcn.errors import InputError
 from distgcn.faults import inject_shard_fault
 from distgcn.npy_files import read_npy, read_npy_header
 from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_source,
-                                   input_paths, partition_id, staging_directory, write_parts, write_shard)
+                                   input_paths, partition_id, remove_staging, staging_directory, write_parts,
+                                   write_shard)
 from distgcn.prepare import GraphOptions
 from distgcn.progress import Progress
 from distgcn.shard import Shard
@@ -272,7 +273,7 @@ def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Pat
                      if root else None)
     except BaseException:  # a failure of a step is every rank's together: none writes to the staging any more
         if root:
-            shutil.rmtree(job.staging, ignore_errors=True)
+            remove_staging(Path(job.staging))
         raise
     if root:
         progress.info(f"wrote {out} ({nparts} shards, each written by its rank)")

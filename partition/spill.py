@@ -16,11 +16,11 @@ import mmap
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.leftovers import scratch_directory
 from distgcn.progress import Progress
 
 from .shards import GraphData
@@ -30,8 +30,8 @@ _CSR_ARRAYS = ("data", "indices", "indptr")
 
 def _mapped_copy(array: np.ndarray) -> np.ndarray:
     """``array``'s values in a copy-on-write mapping of an unlinked file under ``TMPDIR`` (a plain ndarray)."""
-    with tempfile.TemporaryDirectory(prefix="distgcn-spill-", ignore_cleanup_errors=True) as directory:
-        path = Path(directory) / "array.npy"
+    with scratch_directory("spill") as directory:
+        path = directory / "array.npy"
         np.save(path, array, allow_pickle=False)
         return np.asarray(np.load(path, mmap_mode="c"))  # the mapping outlives the file's name
 

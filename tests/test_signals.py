@@ -239,7 +239,7 @@ def test_a_stop_held_back_in_a_block_that_fails_is_still_raised():
 
 
 def test_a_staging_directory_is_kept_when_its_block_ends_and_removed_when_it_fails(tmp_path):
-    from distgcn.partition_dir import STAGING_OWNER, staging_directory
+    from distgcn.partition_dir import STAGING_OWNER, remove_staging, staging_directory
     with staging_directory(tmp_path / "part") as kept:
         (kept / "x").write_text("1")
     assert sorted(p.name for p in kept.iterdir()) == [STAGING_OWNER, "x"]
@@ -247,6 +247,8 @@ def test_a_staging_directory_is_kept_when_its_block_ends_and_removed_when_it_fai
         with staging_directory(tmp_path / "other") as failed:
             raise ValueError("stop")
     assert not failed.exists() and list(tmp_path.iterdir()) == [kept]
+    remove_staging(kept)  # what its owner does once it is done with it, if not renamed into place
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_staging_directory_left_by_sigkill_is_removed_by_the_next_partition(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import InputError
@@ -20,7 +21,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "communication matrix, per-rank balance) and summary.md into DIR.")
     report.add_argument("inputs", nargs="+", metavar="INPUT", help=INPUT_HELP)
     report.add_argument("--out", required=True, metavar="DIR",
-                        help="output directory (created; an earlier report's files are replaced, nothing else)")
+                        help="output directory (created; an earlier report's files are replaced, or removed if "
+                             "this report does not draw them again; nothing else)")
     return report
 
 
@@ -29,15 +31,19 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib  # noqa: F401 - only to say clearly what is missing
     except ImportError:
         raise InputError("distgcn report needs matplotlib: pip install 'distgcn[report]'") from None
-    from ..report.figures import render_all
+    from ..report.figures import earlier_figures, remove_stale, render_all
     from ..report.inputs import load_inputs
     from ..report.summary import write_summary
 
     runs, partitions = load_inputs(args.inputs)
     with claimed([(Path(args.out), "report directory")]):
         out = prepare_output_dir(Path(args.out), what="report directory")
+        earlier = earlier_figures(out)
         figures = render_all(runs, partitions, out)
         summary = write_summary(runs, partitions, figures, out)
+        for path in remove_stale(earlier, [path for _, path in figures]):
+            print(f"distgcn: removed {path}: a figure of the earlier report in {out} that this report does not "
+                  "draw", file=sys.stderr)
     for _, path in figures:
         print(path)
     print(summary)

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator
 
-from ..safe_io import PNG_MARKER, REPORT_FIGURE, write_file
+from ..safe_io import PNG_MARKER, REPORT_FIGURE, is_output, write_file
 from .analysis import SPLIT_PARTS, colour_limits, describe, model_groups, scaling_series, timing
 from .inputs import Partition, Run
 
@@ -39,6 +39,38 @@ def _figure(width: float, height: float) -> Figure:
 def _save(fig: Figure, path: Path) -> Path:
     """Atomically, marked as distgcn's, replacing only an earlier report's figure (:mod:`distgcn.safe_io`)."""
     return write_file(path, REPORT_FIGURE, lambda fh: fig.savefig(fh, format="png", dpi=DPI, metadata=PNG_MARKER))
+
+
+def earlier_figures(out: Path) -> dict[Path, tuple[int, int, int]]:
+    """The figures of an earlier report in ``out``, each with its (inode, size, mtime): what it was when seen.
+
+    Read before the new report is written: a figure drawn before the PNG marker
+    existed is recognised by the old summary's link to it, which the new
+    summary replaces.
+    """
+    found = {}
+    for path in sorted(out.glob("*.png")):
+        if is_output(path, REPORT_FIGURE):
+            info = path.lstat()
+            found[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
+    return found
+
+
+def remove_stale(earlier: dict[Path, tuple[int, int, int]], drawn: list[Path]) -> list[Path]:
+    """Delete the earlier report's figures that this report did not draw again, unchanged since they were seen;
+    returns them. A file of the user's, or one changed meanwhile, stays."""
+    removed = []
+    for path, seen in earlier.items():
+        if path in drawn:
+            continue
+        try:
+            info = path.lstat()
+            if (info.st_ino, info.st_size, info.st_mtime_ns) == seen and not path.is_symlink():
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 def slug(text: str) -> str:

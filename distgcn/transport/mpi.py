@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
-from ..mpi_group import abort_mpi_job
+from ..mpi_group import abort_mpi_job, world
 
 _HALO_TAG = 17
 _OBJECT_TAG = 1
 _OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
-_SHM_DIR = "/dev/shm/"
-_SHM_PREFIXES = ("mpich_shm_", "mpich_shar_tmp")
-"""Names of the files MPICH maps for shared memory between the ranks of a node (MPICH 4 and later; 3.x)."""
 
 
 def _buffer(tensor: torch.Tensor) -> np.ndarray:
@@ -63,11 +59,9 @@ class MPITransport:
     device = torch.device("cpu")
 
     def __init__(self, comm: MPI.Comm | None = None):
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.comm = comm if comm is not None else world()  # collective, as every rank builds its transport
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        if comm is None:  # collective over COMM_WORLD, as every rank builds its transport
-            unlink_shared_memory_files()
 
     def exchange(
         self, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]]
@@ -106,46 +100,3 @@ class MPITransport:
 
     def abort(self, code: int = 1) -> NoReturn:
         abort_mpi_job(self.comm, code)
-
-
-def _mapped_shared_memory_files() -> set[Path]:
-    """MPICH's shared-memory files that this process maps and that still have a name."""
-    try:
-        lines = Path("/proc/self/maps").read_text().splitlines()
-    except OSError:
-        return set()
-    found = set()
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        path = fields[5] if len(fields) == 6 else ""
-        name = path[len(_SHM_DIR):]
-        if path.startswith(_SHM_DIR) and name.startswith(_SHM_PREFIXES) and " " not in name and "/" not in name:
-            found.add(Path(path))  # a name with a blank is "NAME (deleted)": already gone
-    return found
-
-
-_unlinked = False
-
-
-def unlink_shared_memory_files() -> None:
-    """Remove the names of MPICH's node-shared memory files once every rank of the node has mapped them.
-
-    The mappings stay valid, and MPICH opens them only in MPI_Init; with no name
-    left, a job that is aborted or killed (even by SIGKILL) leaves nothing in
-    /dev/shm, where such leftovers fill the node and can break a later job that
-    derives the same name (a requeued Slurm job). Collective over COMM_WORLD, once per process.
-    """
-    global _unlinked
-    if _unlinked:
-        return
-    _unlinked = True
-    node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        node.Barrier()  # every rank of this node has returned from MPI_Init, so has mapped the files
-    finally:
-        node.Free()
-    for path in _mapped_shared_memory_files():
-        try:
-            path.unlink()
-        except OSError:
-            pass  # another rank of the node removed it first

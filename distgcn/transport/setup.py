@@ -113,7 +113,9 @@ def _store_over_mpi() -> tuple[torch.distributed.Store, Launch]:
     import torch.distributed as dist
     from mpi4py import MPI
 
-    comm = MPI.COMM_WORLD
+    from ..mpi_group import world
+
+    comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank = node.Get_rank()

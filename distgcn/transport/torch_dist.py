@@ -86,10 +86,6 @@ class TorchDistTransport:
         # teardown ("terminate called without an active exception"); close() is the collective way
         # out, and this is the fallback for library users who never call it.
         atexit.register(_destroy_group)
-        if _mpi_running():  # started under mpiexec: MPI told each rank where the rendezvous is
-            from .mpi import unlink_shared_memory_files
-
-            unlink_shared_memory_files()
 
     def close(self) -> None:
         """Wait until every rank is done, then take the process group down while Python still runs."""
