@@ -458,7 +458,7 @@ def claimed(outputs: Iterable[tuple[Path, str]]) -> Iterator[None]:
     still the one at that name, so two processes can never both hold one output. A process killed with
     SIGKILL leaves its lock file unlocked; the next claim reuses it.
     """
-    taken: list[tuple[Path, int]] = []
+    taken: list[tuple[Path, int, int]] = []
     try:
         for path, what in outputs:
             key = Path(os.path.realpath(path))
@@ -466,15 +466,15 @@ def claimed(outputs: Iterable[tuple[Path, str]]) -> Iterator[None]:
                 key.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 continue  # nothing can be written there: the command's own checks say why, in its words
-            taken.append((key, _lock_claim(Path(path), key, what)))
+            fd = _lock_claim(Path(path), key, what)
+            # a job's abort at a stop signal unwinds nothing: the lock file is removed before it
+            taken.append((key, fd, signals.add_cleanup(functools.partial(_unlink, claim_path(key)))))
         yield
     finally:
-        for key, fd in reversed(taken):
-            try:
-                os.unlink(claim_path(key))
-            except OSError:
-                pass
+        for key, fd, cleanup in reversed(taken):
+            _unlink(claim_path(key))
             os.close(fd)
+            signals.remove_cleanup(cleanup)
 
 
 def _lock_claim(path: Path, key: Path, what: str) -> int:
