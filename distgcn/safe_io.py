@@ -417,21 +417,11 @@ def lock_directory(directory: Path, what: str) -> None:
     key = Path(directory).resolve()
     if key in _held:
         return
-    lock = key / LOCK_NAME
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise InputError(f"cannot create the lock file of the {what} ({exc.strerror})", path=lock) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.read(fd, 512).decode(errors="replace").strip()
-        os.close(fd)
+    fd, holder = _try_lock(key / LOCK_NAME, what)
+    if fd is None:
         named = f" ({holder})" if holder else ""
         raise InputError(f"the {what} is in use by another run{named}; wait for it to end or choose another "
-                         "directory", path=directory) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (holder_line() + "\n").encode(), 0)
+                         "directory", path=directory)
     _held[key] = fd
 
 
@@ -480,24 +470,33 @@ def claimed(outputs: Iterable[tuple[Path, str]]) -> Iterator[None]:
 def _lock_claim(path: Path, key: Path, what: str) -> int:
     lock = claim_path(key)
     while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-        except OSError as exc:
-            raise InputError(f"cannot create the lock file of the {what} ({exc.strerror or exc})", path=lock) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 512).decode(errors="replace").strip() or "another process"
-            os.close(fd)
-            raise InputError(f"the {what} is being written by another distgcn run ({holder}); wait for it to end "
-                             "or choose another name", path=path) from None
+        fd, holder = _try_lock(lock, what)
+        if fd is None:
+            raise InputError(f"the {what} is being written by another distgcn run ({holder or 'another process'}); "
+                             "wait for it to end or choose another name", path=path)
         try:
             current = os.stat(lock, follow_symlinks=False)
         except FileNotFoundError:
             current = None
         locked = os.fstat(fd)
         if current is not None and (current.st_dev, current.st_ino) == (locked.st_dev, locked.st_ino):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (holder_line() + "\n").encode(), 0)
             return fd
         os.close(fd)  # its holder released and removed it between our open and our lock: take the new one
+
+
+def _try_lock(lock: Path, what: str) -> tuple[int | None, str]:
+    """An exclusive flock on ``lock`` (created if needed): (its descriptor, "") with this process recorded in it
+    as the holder, or (None, the holder's line) when another process holds it."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise InputError(f"cannot create the lock file of the {what} ({exc.strerror or exc})", path=lock) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 512).decode(errors="replace").strip()
+        os.close(fd)
+        return None, holder
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (holder_line() + "\n").encode(), 0)
+    return fd, ""

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from conftest import distgcn_in_process
-from processes import alive, descendants, rank_pid
+from processes import alive, descendants, rank_pid, unused_pid
 from test_signals import _assert_one_line, _kill_group, _shared_memory_names, _start
 
 from distgcn import safe_io, signals
@@ -37,19 +37,6 @@ GRAPH = "synthetic:sbm,n=600,classes=4,features=16,seed=8"
 TRAIN = ["train", "--graph", GRAPH, "--partition", "contiguous", "--quiet"]
 BIG = "synthetic:rmat,scale=18,edge_factor=8,features=16,classes=4,seed=1"
 """A graph that rank 0 of a 2-rank ``partition`` takes seconds to load and cut: time to interrupt it."""
-
-
-def _dead_pid() -> int:
-    """A process id that no process has now (counting down from the largest the kernel hands out)."""
-    pid = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return pid
-        except PermissionError:
-            pass
-        pid -= 1
 
 
 def _temporaries(directory: Path) -> list[Path]:
@@ -75,7 +62,7 @@ def test_only_abandoned_temporaries_of_this_host_are_removed(tmp_path, capsys):
     """A write removes the temporaries of the directory whose maker on this host has ended, and nothing else:
     not a live process's, not another host's, not a link or a directory of that name, not a user's file of a
     similar name, not another user's."""
-    host, dead = host_tag(), _dead_pid()
+    host, dead = host_tag(), unused_pid()
     other_host = format((int(host, 16) + 1) % 16**8, "08x")
     abandoned = tmp_path / f".w.npz.distgcn-{host}-{dead}-0123abcd.tmp"
     abandoned.write_bytes(b"half a weights file")
@@ -264,7 +251,7 @@ def test_scratch_directories_of_ended_processes_are_removed(tmp_path, monkeypatc
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    host, dead = host_tag(), _dead_pid()
+    host, dead = host_tag(), unused_pid()
     abandoned = tmp_path / f"distgcn-{host}-{dead}-0123abcd.spill"
     abandoned.mkdir()
     (abandoned / "array.npy").write_bytes(b"GBs of a graph")
@@ -284,7 +271,7 @@ def test_scratch_directories_of_ended_processes_are_removed(tmp_path, monkeypatc
 def test_an_old_partition_left_aside_is_removed_once_the_new_one_is_in_place(tmp_path, capsys):
     """A swap killed after renaming the old partition aside: once the new one is at --out, the next write of
     --out removes the old one; without a partition at --out it is the only copy, and stays."""
-    host, dead = host_tag(), _dead_pid()
+    host, dead = host_tag(), unused_pid()
     out = tmp_path / "part"
     aside = tmp_path / f".part.distgcn-{host}-{dead}-0123abcd.old"
     aside.mkdir()

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, distgcn_in_process
+from processes import unused_pid
 from distgcn.checkpoint import RunIdentity, save_checkpoint
 from distgcn.cli import main
 from distgcn.errors import InputError
@@ -91,19 +92,6 @@ def test_partition_force_refuses_the_working_directory_its_parents_and_a_users_d
     assert snapshot(tmp_path) == before
 
 
-def _a_pid_nobody_has() -> int:
-    """A process id no process has now (counting down from the largest the kernel hands out)."""
-    pid = int(Path("/proc/sys/kernel/pid_max").read_text()) - 1
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return pid
-        except PermissionError:
-            pass
-        pid -= 1
-
-
 def test_partition_removes_only_staging_directories_whose_writer_is_gone(tmp_path, capsys):
     """A killed partition leaves its staging directory (SIGKILL runs no cleanup; tests/test_signals.py kills one
     for real); the next partition into the same place removes it, and only it: not a live run's, not another
@@ -111,7 +99,7 @@ def test_partition_removes_only_staging_directories_whose_writer_is_gone(tmp_pat
     import socket
 
     graph = edge_file(tmp_path / "data")
-    host, dead = socket.gethostname(), _a_pid_nobody_has()
+    host, dead = socket.gethostname(), unused_pid()
 
     def staging(name: str, owner: str | None) -> Path:
         directory = tmp_path / f".part.{name}"
