@@ -1,9 +1,11 @@
 """The ``distgcn`` command line: the subcommands of :mod:`distgcn.commands`, assembled, and how a run ends.
 
-Bad input ends the run with one line on stderr and exit status 2; an
-unexpected failure on any rank prints a traceback naming the rank and aborts
-the whole MPI job, so no rank is left waiting; a signal ends every rank with
-one line and exit status 128 + its number (:mod:`distgcn.signals`).
+Bad input ends the run with one line on stderr and exit status 2 (an error of
+the environment that names its file, a full disk or a name too long, is bad
+input too: :func:`distgcn.errors.as_input_error`); an unexpected failure on
+any rank prints a traceback naming the rank and aborts the whole MPI job, so
+no rank is left waiting; a signal ends every rank with one line and exit
+status 128 + its number (:mod:`distgcn.signals`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from . import signals
 from .commands import jobs, partition, report, stats, train
 from .config import ConfigError
-from .errors import InputError
+from .errors import InputError, as_input_error
 
 COMMANDS = (train, partition, stats, report, jobs)
 """Each with ``add_parser(subparsers)`` and ``run(args) -> int``, in the order ``distgcn --help`` lists them."""
@@ -48,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return signals.exit_code(exc.signum)
     except BrokenPipeError:
         return _stdout_closed()
+    except OSError as exc:
+        bad_input = as_input_error(exc)
+        if bad_input is None:
+            raise
+        print(f"distgcn: error: {bad_input}", file=sys.stderr)
+        return 2
     finally:
         restore_signals()
 

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import signals
-from .errors import InputError
+from .errors import InputError, describe_os_error, is_environment_error, lookup_failure
 from .graph import Graph
 from .prepare import GraphOptions
 from .progress import Progress
@@ -206,6 +206,19 @@ STAGING_OWNER = ".distgcn-staging"
 
 
 @contextmanager
+def writing_partition(out: Path) -> Iterator[None]:
+    """Word a failure of the environment while the partition for ``out`` is written (a full disk, a quota) as
+    bad input naming ``out``: the error of a write often names no file, or only the hidden staging one.
+    The caller removes the staging directory (:func:`staging_directory` does)."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_environment_error(exc):
+            raise
+        raise InputError(f"cannot write the partition directory ({describe_os_error(exc)})", path=out) from None
+
+
+@contextmanager
 def staging_directory(out: Path) -> Iterator[Path]:
     """A new directory next to ``out``, where its contents are written before it is renamed into place;
     removed if the block fails or is stopped by a signal, kept if it ends normally.
@@ -213,19 +226,22 @@ def staging_directory(out: Path) -> Iterator[Path]:
     First removes the staging directories of ``out`` that killed runs left
     behind (:func:`remove_abandoned_staging`): at 10^8 edges each holds GBs.
     A stop signal between making the directory and writing its owner file is
-    raised only once both are done, here, where the cleanup sees it.
+    raised only once both are done, here, where the cleanup sees it. A failure
+    of the environment in the block is an InputError naming ``out``
+    (:func:`writing_partition`).
     """
     remove_abandoned_staging(out)
     staging: Path | None = None
     try:
-        with signals.stops_deferred():
-            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-            umask = os.umask(0)
-            os.umask(umask)
-            staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
-            owner = {"host": socket.gethostname(), "pid": os.getpid()}
-            (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
-        yield staging
+        with writing_partition(out):
+            with signals.stops_deferred():
+                staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+                umask = os.umask(0)
+                os.umask(umask)
+                staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary one
+                owner = {"host": socket.gethostname(), "pid": os.getpid()}
+                (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
+            yield staging
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -247,7 +263,7 @@ def remove_abandoned_staging(out: Path) -> None:
         try:
             owner = json.loads(owner_file.read_text())
             host, pid = owner["host"], int(owner["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
         if pid <= 0 or host != socket.gethostname() or _process_exists(pid):
             continue
@@ -344,6 +360,9 @@ def read_meta(directory: Path) -> dict:
     """meta.json of a partition directory, validated against :data:`META`."""
     path = directory / META_FILE
     if not path.is_file() and not path.is_symlink():
+        failure = lookup_failure(directory)
+        if failure is not None:
+            raise InputError(f"cannot read the partition directory ({failure})", path=directory)
         raise InputError(f"not a partition directory (no {META_FILE})", path=directory)
     _member(directory, META_FILE, "partition metadata")
     try:
