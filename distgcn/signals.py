@@ -263,7 +263,7 @@ def _stop(signum: int) -> None:
         wait_until_read(2, DRAIN_S)
     else:  # another rank here reports: give it time to, before this abort ends it
         time.sleep(PEER_DELAY_S)
-    _silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
+    silence_stderr()  # MPI_Abort would add its own line ("application called MPI_Abort ...") to ours
     job.abort(exit_code(signum))
 
 
@@ -308,7 +308,9 @@ def _unread_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
-def _silence_stderr() -> None:
+def silence_stderr() -> None:
+    """Send what this process writes to stderr from now on to /dev/null (its own last line written, before an
+    abort that would add another)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
