@@ -84,11 +84,10 @@ def as_input_error(exc: BaseException) -> InputError | None:
 
 def lookup_failure(path: str | Path) -> str | None:
     """Why the system cannot look ``path`` up (a link loop, a name too long, a directory denied), worded as
-    :func:`describe_os_error`; None if it exists or is simply absent. ``Path.exists`` says False for all of these."""
+    :func:`describe_os_error`; None if it exists or is simply absent (no such file, or a file where the path
+    needs a directory). ``Path.exists`` says False for a link loop too."""
     try:
         os.stat(path)
-    except FileNotFoundError:
-        return None
     except OSError as exc:
-        return describe_os_error(exc)
+        return None if exc.errno in (errno.ENOENT, errno.ENOTDIR) else describe_os_error(exc)
     return None

@@ -183,6 +183,59 @@ def ogb_directory(d: Path, edges: str = "0,1\n1,2\n2,3\n", valid: str = "2\n") -
     return d / "ogbn_arxiv"
 
 
+LONG_NAME = "n" * 250
+"""A legal file name (255 bytes is the common limit) whose hidden temporary name (``.NAME.xxxxxxxx.tmp``) is not."""
+DEEP_JSON = "[" * 100_000
+"""JSON nested deeper than the parser's recursion allows: RecursionError, not a ValueError."""
+
+
+def symlink_loop(directory: Path, name: str) -> Path:
+    """``name`` -> ``name.back`` -> ``name``: looking it up fails with ELOOP."""
+    link, back = directory / name, directory / f"{name}.back"
+    link.symlink_to(back)
+    back.symlink_to(link)
+    return link
+
+
+def nested_meta(directory: Path) -> Path:
+    """A directory whose meta.json is :data:`DEEP_JSON`."""
+    (directory / "p").mkdir()
+    write(directory / "p", "meta.json", DEEP_JSON)
+    return directory / "p"
+
+
+def deep_musae(directory: Path) -> list[str]:
+    """A MUSAE dataset whose feature file is :data:`DEEP_JSON`."""
+    from tiny_datasets import make_musae
+
+    make_musae(directory / "musae")
+    write(directory / "musae", "fb.json", DEEP_JSON)
+    return ["train", "--graph", str(directory / "musae"), "--epochs", "1", "--quiet"]
+
+
+def optimizer_state_of_another_shape(d: Path) -> list[str]:
+    """A checkpoint rewritten by hand, checksum right, whose Adam moments of the first weight are 3x3."""
+    import io
+
+    import torch
+
+    from distgcn.checkpoint import MAGIC
+
+    graph = write(d, "g.txt", GOOD_EDGES)
+    args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt")]
+    proc = distgcn_in_process([*args, "--checkpoint-every", "1"])
+    assert proc.returncode == 0, proc.stderr
+    path = d / "ckpt" / "checkpoint-00000001.pt"
+    contents = torch.load(io.BytesIO(path.read_bytes()[len(MAGIC) + 64:]), weights_only=True)
+    moments = contents["state"]["optimizer"]["state"][0]
+    moments["exp_avg"], moments["exp_avg_sq"] = torch.zeros(3, 3), torch.zeros(3, 3)
+    buffer = io.BytesIO()
+    torch.save(contents, buffer)
+    payload = buffer.getvalue()
+    path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
+    return [*args, "--epochs", "2", "--resume"]
+
+
 CASES = [
     Case("edge-list-malformed-line", "edge list line with 4 ids",
          graph_train(lambda d: write(d, "bad.txt", "0 1\n1 2 3 4\n2 0\n")), "bad.txt:2: expected 2 vertex ids"),
@@ -317,6 +370,45 @@ CASES = [
     Case("halo-dtype-with-minibatches", "train --sampler node --halo-dtype bfloat16",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--sampler", "node",
                     "--batch-size", "2", "--halo-dtype", "bfloat16"], "--halo-dtype"),
+    Case("partition-out-name-too-long", "partition --out with a 250-byte name (legal; its staging name is not)",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(d / LONG_NAME)], "give --out a shorter name"),
+    Case("metrics-name-too-long", "--metrics with a 250-byte name (legal; its temporary name is not)",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics", str(d / LONG_NAME)],
+         "file name too long: 250 bytes"),
+    Case("metrics-onto-deeply-nested-json", "--metrics naming a file of 100000 '['",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(write(d, "m.jsonl", DEEP_JSON))], "is not a distgcn metrics file"),
+    Case("partition-meta-deeply-nested", "train DIR whose meta.json is 100000 '['",
+         lambda d: ["train", str(nested_meta(d)), "--epochs", "1"], "meta.json: cannot read partition metadata"),
+    Case("partition-force-onto-deeply-nested-meta", "partition --out --force onto a directory whose meta.json is "
+         "100000 '['",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(nested_meta(d)), "--force"], "is not a distgcn partition directory"),
+    Case("musae-features-deeply-nested", "a MUSAE feature file of 100000 '['", deep_musae, "fb.json"),
+    Case("graph-symlink-loop", "--graph naming a symbolic link loop",
+         lambda d: ["train", "--graph", str(symlink_loop(d, "g.txt")), *TRAIN], "too many levels of symbolic links"),
+    Case("partition-dir-symlink-loop", "train DIR where DIR is a symbolic link loop",
+         lambda d: ["train", str(symlink_loop(d, "p")), "--epochs", "1"], "too many levels of symbolic links"),
+    Case("output-in-symlink-loop", "--metrics inside a symbolic link loop",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(symlink_loop(d, "out") / "m.jsonl")], "too many levels of symbolic links"),
+    Case("partition-out-symlink-loop", "partition --out naming a symbolic link loop",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(symlink_loop(d, "p"))], "output is a symbolic link"),
+    Case("checkpoint-optimizer-state-of-another-shape", "--resume from a checkpoint whose Adam moments have "
+         "another shape (checksum right)", optimizer_state_of_another_shape,
+         "optimizer state exp_avg of parameter 0 has shape (3, 3)"),
+    Case("seed-too-large", "--seed 10^23",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--seed", "1" + "0" * 23],
+         "--seed: expected an integer in 0..2147483647"),
+    Case("partition-seed-negative", "partition --seed -10^23",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--seed", "-1" + "0" * 23, "--out", str(d / "out")],
+         "--seed: expected an integer in 0..2147483647"),
+    Case("layers-too-many", "--layers 10^23",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--layers", "1" + "0" * 23],
+         "--layers: expected an integer in 2..10000"),
 ]
 
 

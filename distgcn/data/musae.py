@@ -150,6 +150,8 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     try:
         text = read_bytes(path).decode("utf-8")
         table = json.loads(text)
+    except RecursionError:
+        raise InputError("not valid JSON (nested too deeply)", path=path) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         line = getattr(e, "lineno", None)
         raise InputError(f"not valid JSON ({getattr(e, 'msg', e)})", path=path, line=line) from None
