@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 0, 2 (bad input), 128 + N after signal N (docs/reliability.md), or the command's own."""
     restore_signals = signals.install()
+    _print_paths_as_given()
     parser = build_parser()
     args = None
     try:
@@ -64,6 +65,13 @@ def _worded(exc: InputError, args: argparse.Namespace | None) -> str:
     """The error as the user should read it: configuration fields named by this command's flags."""
     name_field = getattr(args, "field_name", None)
     return exc.render(name_field) if isinstance(exc, ConfigError) and name_field is not None else str(exc)
+
+
+def _print_paths_as_given() -> None:
+    """Let stdout print a path whose name is not UTF-8 (``m\\xff.jsonl``) as the bytes it has on disk, as Python
+    itself does in the C locale, instead of failing on it (a UTF-8 locale or PYTHONIOENCODING makes stdout strict)."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
 
 
 def _stdout_closed() -> int:
