@@ -409,6 +409,11 @@ CASES = [
     Case("layers-too-many", "--layers 10^23",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--layers", "1" + "0" * 23],
          "--layers: expected an integer in 2..10000"),
+    Case("stats-dir-name-too-long", "stats naming a directory whose name is 300 bytes (over the limit)",
+         lambda d: ["stats", str(d / ("d" * 300))], "file name too long for the file system"),
+    Case("train-dir-name-too-long", "train DIR on 2 ranks, DIR's name 300 bytes (over the limit)",
+         lambda d: ["train", str(d / ("d" * 300)), "--epochs", "1"], "file name too long for the file system",
+         ranks=2),
 ]
 
 
