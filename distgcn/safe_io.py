@@ -289,7 +289,7 @@ class GrowingFile:
 
     Each :meth:`write` is one or more whole records. One that cannot be written
     whole (a full disk, a quota) is cut off again, so the file always ends on a
-    whole record, and the failure is an InputError naming the file.
+    whole record; the file is closed and the failure is an InputError naming it.
     """
 
     def __init__(self, fh: BinaryIO, path: Path, kind: Kind):
@@ -308,7 +308,7 @@ class GrowingFile:
                 view = view[os.write(self._fd, view):]
         except OSError as exc:
             os.ftruncate(self._fd, self._end)
-            os.lseek(self._fd, self._end, os.SEEK_SET)
+            self._fh.close()  # the run stops here: nothing more will be written
             raise InputError(f"cannot write the {self.kind.name} ({describe_os_error(exc)}); it ends with the "
                              "last record written whole", path=self.path) from None
         self._end += len(records)
