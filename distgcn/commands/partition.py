@@ -41,7 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            "kaminpar gives the same parts for the same seed on one thread only")
     part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
     part.add_argument("--seed", type=seed_int, default=0,
-                      help="seed of the partitioner and of random features (default: 0)")
+                      help="seed of the partitioner and of random features, 0..2147483647 (default: 0)")
     add_graph_options(part)
     add_sampler_options(part)
     add_shp_options(part)

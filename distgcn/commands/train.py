@@ -46,14 +46,15 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     train.add_argument("--no-root-weight", dest="root_weight", action="store_false",
                        help="--conv sage: no W_self term, a vertex's own row enters only if it is its own "
                             "neighbour (default: W_self·h_v + W_neigh·mean)")
-    train.add_argument("--epochs", type=epochs_int, default=200, help="epochs (default: 200)")
+    train.add_argument("--epochs", type=epochs_int, default=200, help="epochs, at most 99999999 (default: 200)")
     train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
     train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
     train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
                        help="L2 weight decay (default: 5e-4)")
     train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
     train.add_argument("--seed", type=seed_int, default=0,
-                       help="seed of the weights, dropout, random partition and random features (default: 0)")
+                       help="seed of the weights, dropout, random partition and random features, 0..2147483647 "
+                            "(default: 0)")
     train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
     train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
                        help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
