@@ -91,3 +91,14 @@ def lookup_failure(path: str | Path) -> str | None:
     except OSError as exc:
         return None if exc.errno in (errno.ENOENT, errno.ENOTDIR) else describe_os_error(exc)
     return None
+
+
+def resolved(path: str | Path) -> Path:
+    """``Path(path).resolve()``, a symbolic link loop on the way an InputError naming ``path`` (pathlib raises
+    RuntimeError for one before Python 3.13, OSError from 3.13 on)."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise InputError(f"cannot follow it ({ENVIRONMENT_ERRNOS[errno.ELOOP]})", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot follow it ({describe_os_error(exc)})", path=path) from None
