@@ -42,7 +42,7 @@ from .graph import Graph
 from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import PARTITION, check_directory_target, replace_directory
-from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, validate
+from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, json_problem, validate
 from .shard import Shard, read_arrays
 
 META_VERSION = 1
@@ -369,8 +369,8 @@ def read_meta(directory: Path) -> dict:
         meta = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read partition metadata ({exc})", path=path) from None
-    except RecursionError:
-        raise InputError("cannot read partition metadata (nested too deeply)", path=path) from None
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, nested too deeply
+        raise InputError(f"cannot read partition metadata ({json_problem(exc)})", path=path) from None
     return validate_meta(meta, path)
 
 

@@ -56,7 +56,7 @@ from typing import IO, BinaryIO
 
 import numpy as np
 
-from .errors import InputError, describe_os_error, lookup_failure
+from .errors import InputError, describe_os_error, lookup_failure, resolved
 
 SNIFF_BYTES = 1 << 20
 """How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
@@ -357,13 +357,13 @@ def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterab
     if out.exists() and not out.is_dir():
         raise InputError("output exists and is not a directory; refusing to replace it", path=out)
     check_name_length(out, flag)
-    target = out.resolve()
-    cwd = Path.cwd().resolve()
+    target = resolved(out)
+    cwd = resolved(Path.cwd())
     if target == cwd or target in cwd.parents:
         raise InputError("output is the working directory or one of its parents; distgcn never replaces it, "
                          "even with --force: choose a new directory", path=out)
     for given in inputs:
-        source = Path(given).resolve()
+        source = resolved(given)
         if source == target or target in source.parents:
             raise InputError(f"output is or contains the input {given}; distgcn never replaces an input, even "
                              "with --force: choose another directory", path=out)
@@ -414,7 +414,7 @@ def lock_directory(directory: Path, what: str) -> None:
 
     The lock file stays (empty) after the run: deleting it would let two runs lock different files.
     """
-    key = Path(directory).resolve()
+    key = resolved(directory)
     if key in _held:
         return
     lock = key / LOCK_NAME

@@ -213,6 +213,32 @@ def deep_musae(directory: Path) -> list[str]:
     return ["train", "--graph", str(directory / "musae"), "--epochs", "1", "--quiet"]
 
 
+def huge_number_metrics(d: Path) -> Path:
+    """A metrics file of one epoch whose ``epoch_s`` is an integer no float holds (10^400)."""
+    import json
+
+    record = {key: 0 for key in ("loss", "train_acc", "val_acc", "test_acc", "compute_s", "comm_wait_s",
+                                 "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
+                                 "spmm_exchanges")}
+    text = json.dumps({"epoch": 1, **record, "epoch_s": 0}).replace('"epoch_s": 0', '"epoch_s": 1' + "0" * 400)
+    return write(d, "m.jsonl", text + "\n")
+
+
+def meta_with(d: Path, **raw: str) -> Path:
+    """A 1-part partition whose meta.json has the given keys set to the given JSON texts (numbers of any size)."""
+    import json
+
+    part = partition(d, "p", 1)
+    meta = json.loads((part / "meta.json").read_text())
+    marks = {key: f"@{key}@" for key in raw}
+    meta.update(marks)
+    text = json.dumps(meta)
+    for key, value in raw.items():
+        text = text.replace(f'"{marks[key]}"', value)
+    (part / "meta.json").write_text(text)
+    return part
+
+
 def optimizer_state_of_another_shape(d: Path) -> list[str]:
     """A checkpoint rewritten by hand, checksum right, whose Adam moments of the first weight are 3x3."""
     import io
@@ -409,6 +435,14 @@ CASES = [
     Case("layers-too-many", "--layers 10^23",
          lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--layers", "1" + "0" * 23],
          "--layers: expected an integer in 2..10000"),
+    Case("metrics-number-beyond-double", "report of a metrics file whose epoch_s is an integer of 401 digits",
+         lambda d: ["report", str(huge_number_metrics(d)), "--out", str(d / "report")], "within a double's range"),
+    Case("meta-integer-of-5000-digits", "train DIR whose meta.json holds an integer of 5000 digits",
+         lambda d: ["train", str(meta_with(d, parts="1" * 5000)), "--epochs", "1"],
+         "cannot read partition metadata (Exceeds the limit (4300 digits)"),
+    Case("meta-count-beyond-64-bits", "train DIR whose meta.json says 10^30 parts",
+         lambda d: ["train", str(meta_with(d, parts="1" + "0" * 30)), "--epochs", "1"],
+         "field parts: expected a 64-bit integer >= 1"),
     Case("partition-input-symlink-loop", "partition GRAPH where GRAPH is a symbolic link loop",
          lambda d: ["partition", str(symlink_loop(d, "g.txt")), "--parts", "2", "--model", "random", *TRAIN[:4],
                     "--out", str(d / "out")], "too many levels of symbolic links"),

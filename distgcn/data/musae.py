@@ -32,6 +32,7 @@ from distgcn.data.features import split_masks
 from distgcn.errors import InputError
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size
+from distgcn.schema import json_problem
 
 SPLIT = (0.6, 0.2, 0.2)
 LABEL_COLUMNS = ("page_type", "target", "ml_target")
@@ -150,11 +151,9 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     try:
         text = read_bytes(path).decode("utf-8")
         table = json.loads(text)
-    except RecursionError:
-        raise InputError("not valid JSON (nested too deeply)", path=path) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an integer of 4300+ digits, nested too deeply
         line = getattr(e, "lineno", None)
-        raise InputError(f"not valid JSON ({getattr(e, 'msg', e)})", path=path, line=line) from None
+        raise InputError(f"not valid JSON ({json_problem(e)})", path=path, line=line) from None
     if not isinstance(table, dict):
         raise InputError("expected a JSON object mapping node ids to lists of feature ids", path=path)
     n = len(vertex_ids)
