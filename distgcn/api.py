@@ -99,6 +99,9 @@ def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MOD
     from partition.metrics import partition_metrics
     from partition.models import compute_parts
 
+    from .config import check_seed
+
+    check_seed("partition", seed)  # before the load, and before a partitioner's C int could overflow
     prepared, a_hat, source = _prepare(graph, feature_norm, seed)
     vector, info = compute_parts(model, a_hat, parts, epsilon=epsilon, seed=seed, partitioner=partitioner,
                                  preset=preset, parts_file=parts_file, threads=threads)

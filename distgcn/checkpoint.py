@@ -150,6 +150,42 @@ def checkpoint_dir(path: str | Path, *, resume: bool = False, owner: bool = True
     return directory
 
 
+def check_optimizer_state(saved: dict, optimizer: torch.optim.Optimizer) -> None:
+    """Refuse (ValueError) a checkpoint's optimizer state that does not fit ``optimizer``'s parameters.
+
+    torch's ``Optimizer.load_state_dict`` checks only the number of parameters
+    per group; moments of another shape (Adam's ``exp_avg``, SGD's momentum)
+    would be loaded and fail inside the first optimizer step, far from the file.
+    Every tensor of a parameter's state must have the parameter's shape, except
+    its step count, a single number.
+    """
+    groups, state = saved.get("param_groups"), saved.get("state")
+    if not isinstance(groups, list) or not isinstance(state, dict):
+        raise ValueError("optimizer state without param_groups and state")
+    saved_counts = [len(group.get("params", ())) if isinstance(group, dict) else None for group in groups]
+    counts = [len(group["params"]) for group in optimizer.param_groups]
+    if saved_counts != counts:
+        raise ValueError(f"optimizer state holds {saved_counts} parameters per group, this model {counts}")
+    params = {key: param for group, current in zip(groups, optimizer.param_groups)
+              for key, param in zip(group["params"], current["params"])}
+    for key, entries in state.items():
+        if key not in params:
+            raise ValueError(f"optimizer state of parameter {key!r}, which its param_groups do not list")
+        if not isinstance(entries, dict):
+            raise ValueError(f"optimizer state of parameter {key!r} is not a dict")
+        shape = tuple(params[key].shape)
+        for name, value in entries.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if name == "step":
+                if value.numel() != 1:
+                    raise ValueError(f"optimizer state step of parameter {key!r} has {value.numel()} entries, "
+                                     "expected one number")
+            elif tuple(value.shape) != shape:
+                raise ValueError(f"optimizer state {name} of parameter {key!r} has shape {tuple(value.shape)}, "
+                                 f"the parameter {shape}")
+
+
 def capture_rng_states() -> dict:
     """The global generators of torch, numpy and Python, as weights-only-loadable values."""
     name, keys, position, has_gauss, cached = np.random.get_state()

@@ -1,9 +1,11 @@
 """The ``distgcn`` command line: the subcommands of :mod:`distgcn.commands`, assembled, and how a run ends.
 
-Bad input ends the run with one line on stderr and exit status 2; an
-unexpected failure on any rank prints a traceback naming the rank and aborts
-the whole MPI job, so no rank is left waiting; a signal ends every rank with
-one line and exit status 128 + its number (:mod:`distgcn.signals`).
+Bad input ends the run with one line on stderr and exit status 2 (an error of
+the environment that names its file, a full disk or a name too long, is bad
+input too: :func:`distgcn.errors.as_input_error`); an unexpected failure on
+any rank prints a traceback naming the rank and aborts the whole MPI job, so
+no rank is left waiting; a signal ends every rank with one line and exit
+status 128 + its number (:mod:`distgcn.signals`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from . import signals
 from .commands import jobs, partition, report, stats, train
 from .config import ConfigError
-from .errors import InputError
+from .errors import InputError, as_input_error
 
 COMMANDS = (train, partition, stats, report, jobs)
 """Each with ``add_parser(subparsers)`` and ``run(args) -> int``, in the order ``distgcn --help`` lists them."""
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit 0, 2 (bad input), 128 + N after signal N (docs/reliability.md), or the command's own."""
     restore_signals = signals.install()
+    _print_paths_as_given()
     parser = build_parser()
     args = None
     try:
@@ -48,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return signals.exit_code(exc.signum)
     except BrokenPipeError:
         return _stdout_closed()
+    except OSError as exc:
+        bad_input = as_input_error(exc)
+        if bad_input is None:
+            raise
+        print(f"distgcn: error: {bad_input}", file=sys.stderr)
+        return 2
     finally:
         restore_signals()
 
@@ -56,6 +65,13 @@ def _worded(exc: InputError, args: argparse.Namespace | None) -> str:
     """The error as the user should read it: configuration fields named by this command's flags."""
     name_field = getattr(args, "field_name", None)
     return exc.render(name_field) if isinstance(exc, ConfigError) and name_field is not None else str(exc)
+
+
+def _print_paths_as_given() -> None:
+    """Let stdout print a path whose name is not UTF-8 (``m\\xff.jsonl``) as the bytes it has on disk, as Python
+    itself does in the C locale, instead of failing on it (a UTF-8 locale or PYTHONIOENCODING makes stdout strict)."""
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
 
 
 def _stdout_closed() -> int:

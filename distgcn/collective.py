@@ -2,7 +2,11 @@
 
 A rank that hits bad input must not leave the others waiting in a
 collective: :func:`agree` turns a per-rank outcome into a decision that every
-rank reaches together, and anything unexpected aborts the whole job.
+rank reaches together, and anything unexpected aborts the whole job. Bad input
+includes what the environment causes (a full disk, a name too long: see
+:func:`distgcn.errors.as_input_error`); bad input that one rank finds outside
+any agreement still ends the job with one line and exit status 2
+(:func:`abort_on_unexpected`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from . import signals
-from .errors import InputError
+from .errors import InputError, as_input_error
 
 T = TypeVar("T")
 
@@ -39,13 +43,17 @@ class CollectiveInputError(Exception):
 
 
 def agree(transport: Group, step: Callable[[], T]) -> T:
-    """Run ``step`` on every rank; if any rank raises InputError, all raise CollectiveInputError."""
+    """Run ``step`` on every rank; if any rank raises InputError (or an error of the environment that
+    :func:`~distgcn.errors.as_input_error` words), all raise CollectiveInputError."""
     error: str | None = None
     result = None
     try:
         result = step()
-    except InputError as exc:
-        error = str(exc)
+    except Exception as exc:  # noqa: BLE001 - only bad input is decided together; anything else propagates
+        bad_input = as_input_error(exc)
+        if bad_input is None:
+            raise
+        error = str(bad_input)
     errors = transport.allgather_object(error)
     failed = [(rank, msg) for rank, msg in enumerate(errors) if msg is not None]
     if failed:
@@ -56,8 +64,13 @@ def agree(transport: Group, step: Callable[[], T]) -> T:
     return result  # type: ignore[return-value]
 
 
-def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
+def abort_on_unexpected(transport: Group, exc: BaseException) -> NoReturn:
     """Print the error naming this rank, then take the whole job down (no rank may hang).
+
+    Bad input found by this rank alone, outside any :func:`agree` (rank 0
+    writing the metrics to a disk that fills up while the others train on), is
+    not unexpected: :func:`stop_on_bad_input` ends the job with one line and
+    exit status 2.
 
     While this rank is stopping for a signal, a failure is the signal's doing (a
     peer that got it too has left, and a torch transport has no MPI_Abort to end
@@ -67,6 +80,9 @@ def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
     signum = signals.stop_pending()
     if signum is not None and transport.size > 1:
         transport.abort(signals.exit_code(signum))
+    bad_input = as_input_error(exc)
+    if bad_input is not None:
+        stop_on_bad_input(transport, bad_input)
     sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
     traceback.print_exception(exc, file=sys.stderr)
     sys.stderr.flush()
@@ -74,6 +90,18 @@ def abort_on_unexpected(transport: Group, exc: BaseException) -> None:
         signals.wait_until_read(2, signals.DRAIN_S)  # else the abort can overtake the message
         transport.abort()
     raise SystemExit(1)
+
+
+def stop_on_bad_input(transport: Group, error: InputError) -> NoReturn:
+    """End the job for bad input that this rank found alone: its one line (naming the rank when there are
+    several), then every rank ends with exit status 2 (the job is aborted, so no rank waits for this one)."""
+    where = f"rank {transport.rank}: " if transport.size > 1 else ""
+    sys.stderr.write(f"distgcn: error: {where}{error}\n")
+    sys.stderr.flush()
+    if transport.size > 1:
+        signals.wait_until_read(2, signals.DRAIN_S)  # else the abort can overtake the message
+        transport.abort(2)
+    raise SystemExit(2)
 
 
 class RankFailed(Exception):
@@ -87,9 +115,9 @@ def agree_on_failure(transport: Group, step: Callable[[], T]) -> T:
     def guarded() -> tuple[T | None, str | None]:
         try:
             return step(), None
-        except InputError:
-            raise
         except Exception as exc:  # noqa: BLE001 - reported to every rank below
+            if as_input_error(exc) is not None:
+                raise  # bad input: agree() decides it
             sys.stderr.write(f"distgcn: rank {transport.rank}: unexpected error: {type(exc).__name__}: {exc}\n")
             traceback.print_exception(exc, file=sys.stderr)
             return None, f"{type(exc).__name__}: {exc}"

@@ -50,6 +50,19 @@ DEFAULT_PARTITION_MODEL = "hypergraph"
 """The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
 whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
 
+COUNT_MAX = 2**62
+"""The largest count a setting may give (widths, heads, parts, batches, ...): sizes are computed from counts in
+64-bit integers, which a larger one could overflow. The graph loaders refuse integers above it too."""
+SEED_MAX = 2**31 - 1
+"""The largest seed: the partitioners (METIS, KaHyPar, Mt-KaHyPar, KaMinPar) take a 32-bit C int."""
+EPOCHS_MAX = 99_999_999
+"""The most epochs: a checkpoint's name holds its epoch in 8 digits (``checkpoint-EEEEEEEE.pt``)."""
+LAYERS_MAX = 10_000
+"""The most layers: ten times the deepest graph network trained in the literature (RevGNN, 1001 layers); the
+per-layer lists built before the memory check would not fit in memory for counts near :data:`COUNT_MAX`."""
+THREADS_MAX = 4096
+"""The most compute threads per rank: more than any node has cores (torch takes the count as a C int)."""
+
 _FIELD = re.compile(r"\{\{|\}\}|\{([a-z_]+(?:\.[a-z_]+)+)\}")
 
 
@@ -87,11 +100,20 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _positive(section: str, name: str, value: Any, optional: bool = False) -> None:
+def _positive(section: str, name: str, value: Any, optional: bool = False, maximum: int = COUNT_MAX) -> None:
     if optional and value is None:
         return
     _require(_is_int(value) and value >= 1, f"{section}.{name}",
              f"{{{section}.{name}}}: expected a positive integer, got {value!r}")
+    _require(value <= maximum, f"{section}.{name}",
+             f"{{{section}.{name}}}: expected an integer in 1..{maximum}, got {value!r}")
+
+
+def check_seed(section: str, value: Any) -> None:
+    """Refuse a seed that is not an integer in 0..:data:`SEED_MAX` (ConfigError naming ``section.seed``)."""
+    _require(_is_int(value) and 0 <= value <= SEED_MAX, f"{section}.seed",
+             f"{{{section}.seed}}: expected an integer in 0..{SEED_MAX} (the partitioners take a 32-bit seed), "
+             f"got {value!r}")
 
 
 def _non_negative(section: str, name: str, value: Any) -> None:
@@ -141,6 +163,8 @@ class ModelConfig:
                      f"{{{s}.attention_dropout}}: expected a probability in [0, 1), got {self.attention_dropout!r}")
         _require(_is_int(self.layers) and self.layers >= 2, f"{s}.layers",
                  f"{{{s}.layers}}: expected at least 2, got {self.layers!r}")
+        _require(self.layers <= LAYERS_MAX, f"{s}.layers",
+                 f"{{{s}.layers}}: expected an integer in 2..{LAYERS_MAX}, got {self.layers!r}")
         hidden = (self.hidden,) if _is_int(self.hidden) else tuple(self.hidden)
         object.__setattr__(self, "hidden", hidden)
         _require(len(hidden) in (1, self.layers - 1), f"{s}.hidden",
@@ -148,6 +172,8 @@ class ModelConfig:
                  f"got {len(hidden)}")
         _require(all(_is_int(w) and w >= 1 for w in hidden), f"{s}.hidden",
                  f"{{{s}.hidden}}: expected positive integer widths, got {self.hidden!r}")
+        _require(all(w <= COUNT_MAX for w in hidden), f"{s}.hidden",
+                 f"{{{s}.hidden}}: expected widths in 1..{COUNT_MAX}, got {self.hidden!r}")
         _choice(s, "dtype", self.dtype, DTYPES)
         _choice(s, "optimizer", self.optimizer, OPTIMIZERS)
         _non_negative(s, "dropout", self.dropout)
@@ -194,10 +220,10 @@ class TrainConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         s = self.SECTION
-        _positive(s, "epochs", self.epochs)
+        _positive(s, "epochs", self.epochs, maximum=EPOCHS_MAX)
         _non_negative(s, "lr", self.lr)
         _non_negative(s, "weight_decay", self.weight_decay)
-        _require(_is_int(self.seed), f"{s}.seed", f"{{{s}.seed}}: expected an integer, got {self.seed!r}")
+        check_seed(s, self.seed)
         _choice(s, "first_layer", self.first_layer, FIRST_LAYERS)
         _choice(s, "comm", self.comm, COMMS)
         _choice(s, "halo_dtype", self.halo_dtype, HALO_DTYPES, optional=True)
@@ -243,6 +269,8 @@ class MinibatchConfig:
         _positive("minibatch", "batches_per_epoch", self.batches_per_epoch, optional=True)
         _require(_is_int(self.norm_samples) and self.norm_samples >= 0, "minibatch.norm_samples",
                  f"{{minibatch.norm_samples}}: expected an integer >= 0, got {self.norm_samples!r}")
+        _require(self.norm_samples <= COUNT_MAX, "minibatch.norm_samples",
+                 f"{{minibatch.norm_samples}}: expected an integer in 0..{COUNT_MAX}, got {self.norm_samples!r}")
 
 
 @dataclass(frozen=True)
@@ -291,7 +319,7 @@ class ComputeConfig:
     """None: nccl when a GPU is visible and no MPI launcher started the job, else mpi."""
 
     def __post_init__(self) -> None:
-        _positive("compute", "threads", self.threads, optional=True)
+        _positive("compute", "threads", self.threads, optional=True, maximum=THREADS_MAX)
         _choice("compute", "spmm_kernel", self.spmm_kernel, KERNELS)
         _choice("compute", "backend", self.backend, BACKENDS, optional=True)
 

@@ -40,6 +40,12 @@ def host_tag() -> str:
     return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
+PID_DIGITS = 7
+"""The most digits of a process id (Linux's largest pid_max, 2**22, has 7)."""
+OWNED_EXTRA = len("distgcn-") + 8 + len("-") + PID_DIGITS + len("-") + 8
+"""The most characters :func:`owned_name` adds to its prefix and suffix."""
+
+
 def owned_name(prefix: str, suffix: str = "") -> str:
     """A new name ``PREFIXdistgcn-HOST-PID-RANDOMSUFFIX``: whose it is, for :func:`remove_abandoned`."""
     return f"{prefix}distgcn-{host_tag()}-{os.getpid()}-{secrets.token_hex(4)}{suffix}"

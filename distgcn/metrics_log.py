@@ -20,7 +20,7 @@ from typing import IO
 from .config import ConfigError, literal
 from .errors import InputError
 from .safe_io import METRICS, check_target, start_growing_file
-from .schema import finite_or_nan, validate_metrics_line
+from .schema import finite_or_nan, json_problem, validate_metrics_line
 
 
 def format_epoch(m: dict) -> str:
@@ -118,11 +118,10 @@ def read_metrics(path: Path, *, cut_last_line: bool = False) -> tuple[dict, list
             continue
         try:
             record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: an integer of over 4300 digits too
             if cut_last_line and number == len(lines):
                 break
-            raise InputError(f"not a JSON line ({getattr(exc, 'msg', 'nested too deeply')})", path=path,
-                             line=number) from None
+            raise InputError(f"not a JSON line ({json_problem(exc)})", path=path, line=number) from None
         validate_metrics_line(record, f"{path}:{number}")
         header = header or record.get("run", {})
         if "epoch" in record:

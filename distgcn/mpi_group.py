@@ -14,6 +14,7 @@ costs seconds and hundreds of MB per rank.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -105,7 +106,14 @@ class MPIGroup:
 
 
 def abort_mpi_job(comm: MPI.Comm, code: int) -> NoReturn:
-    """MPI_Abort with ``code`` (mpiexec then exits with it); from another thread only where MPI allows that."""
+    """MPI_Abort with ``code`` (mpiexec then exits with it); from another thread only where MPI allows that.
+
+    The caller has said why on stderr; MPICH's own line ("application called MPI_Abort ...") is kept off it.
+    """
+    from . import signals
+
+    sys.stderr.flush()
+    signals.silence_stderr()
     if threading.current_thread() is threading.main_thread() or MPI.Query_thread() == MPI.THREAD_MULTIPLE:
         comm.Abort(code)
     os._exit(code)  # not reached after Abort; without thread support the launcher ends the other ranks

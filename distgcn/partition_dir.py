@@ -39,13 +39,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import signals
-from .errors import InputError
+from .errors import InputError, describe_os_error, is_environment_error, lookup_failure
 from .graph import Graph
 from .leftovers import process_exists, remove_abandoned
 from .prepare import GraphOptions
 from .progress import Progress
 from .safe_io import PARTITION, PARTITION_FILE, aside_pattern, check_directory_target, replace_directory
-from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, validate
+from .schema import COUNT, HEX64, Float, Int, Key, List, Obj, Str, check, json_problem, validate
 from .shard import Shard, read_arrays
 
 META_VERSION = 1
@@ -215,6 +215,19 @@ _staging_cleanups: dict[Path, int] = {}
 
 
 @contextmanager
+def writing_partition(out: Path) -> Iterator[None]:
+    """Word a failure of the environment while the partition for ``out`` is written (a full disk, a quota) as
+    bad input naming ``out``: the error of a write often names no file, or only the hidden staging one.
+    The caller removes the staging directory (:func:`staging_directory` does)."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_environment_error(exc):
+            raise
+        raise InputError(f"cannot write the partition directory ({describe_os_error(exc)})", path=out) from None
+
+
+@contextmanager
 def staging_directory(out: Path) -> Iterator[Path]:
     """A new directory next to ``out``, where its contents are written before it is renamed into place;
     removed if the block fails or is stopped by a signal, kept if it ends normally.
@@ -225,20 +238,22 @@ def staging_directory(out: Path) -> Iterator[Path]:
     raised only once both are done, here, where the cleanup sees it. Until
     :func:`finish_directory` renames it into place or :func:`remove_staging`
     removes it, a job's abort on a stop signal removes it too
-    (:func:`distgcn.signals.add_cleanup`).
+    (:func:`distgcn.signals.add_cleanup`). A failure of the environment in the
+    block is an InputError naming ``out`` (:func:`writing_partition`).
     """
     remove_abandoned_staging(out)
     staging: Path | None = None
     try:
-        with signals.stops_deferred():
-            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-            umask = os.umask(0)
-            os.umask(umask)
-            staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary directory
-            owner = {"host": socket.gethostname(), "pid": os.getpid()}
-            (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
-            _staging_cleanups[staging] = signals.add_cleanup(functools.partial(_remove_if_ours, staging))
-        yield staging
+        with writing_partition(out):
+            with signals.stops_deferred():
+                staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+                umask = os.umask(0)
+                os.umask(umask)
+                staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the result should be an ordinary one
+                owner = {"host": socket.gethostname(), "pid": os.getpid()}
+                (staging / STAGING_OWNER).write_text(json.dumps(owner) + "\n")
+                _staging_cleanups[staging] = signals.add_cleanup(functools.partial(_remove_if_ours, staging))
+            yield staging
     except BaseException:
         if staging is not None:
             remove_staging(staging)
@@ -307,7 +322,7 @@ def remove_abandoned_staging(out: Path) -> None:
         try:
             owner = json.loads(owner_file.read_text())
             host, pid = owner["host"], int(owner["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
         if pid <= 0 or host != socket.gethostname() or process_exists(pid):
             continue
@@ -405,14 +420,17 @@ def read_meta(directory: Path) -> dict:
     """meta.json of a partition directory, validated against :data:`META`."""
     path = directory / META_FILE
     if not path.is_file() and not path.is_symlink():
+        failure = lookup_failure(directory)
+        if failure is not None:
+            raise InputError(f"cannot read the partition directory ({failure})", path=directory)
         raise InputError(f"not a partition directory (no {META_FILE})", path=directory)
     _member(directory, META_FILE, "partition metadata")
     try:
         meta = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read partition metadata ({exc})", path=path) from None
-    except RecursionError:
-        raise InputError("cannot read partition metadata (nested too deeply)", path=path) from None
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, nested too deeply
+        raise InputError(f"cannot read partition metadata ({json_problem(exc)})", path=path) from None
     return validate_meta(meta, path)
 
 

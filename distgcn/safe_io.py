@@ -22,13 +22,20 @@
    final name; a failure (a full disk, a signal turned into an exception)
    removes the temporary and leaves the old file whole. A growing file (the
    metrics) is renamed into place once its first record is written, then
-   appended to. A directory is built under a temporary name; an old one is
-   renamed aside, the new one renamed in, and only then the old one deleted.
+   appended to a record at a time; a record that cannot be written whole is
+   cut off again, so the file always ends on a whole record
+   (:class:`GrowingFile`). A directory is built under a temporary name; an
+   old one is renamed aside, the new one renamed in, and only then the old
+   one deleted. An output whose temporary name the file system would refuse
+   (too long) is refused before anything is written.
 4. **No symlinks.** An output file, or a directory distgcn replaces, that is a
    symbolic link is refused. A directory the user names to hold outputs
    (checkpoints, a report, exports) may be a symlink: that is the user's
    choice of place (scratch space often is one), not a planted redirection.
-5. **One run per checkpoint directory.** :func:`lock_directory` holds an
+5. **Errors of the environment name the output.** A full disk, a quota, a
+   link loop: one line naming the path and what to do (an InputError,
+   :func:`distgcn.errors.describe_os_error`), never a traceback.
+6. **One run per checkpoint directory.** :func:`lock_directory` holds an
    ``flock`` on a lock file in the directory for the life of the process; a
    second run that wants it is refused (:mod:`distgcn.checkpoint`).
 6. **No leftovers.** A temporary's name says which process on which host made
@@ -65,9 +72,9 @@ from typing import IO, BinaryIO
 import numpy as np
 
 from . import signals
-from .errors import InputError
+from .errors import InputError, describe_os_error, lookup_failure, resolved
 from .faults import inject_slow_write
-from .leftovers import OWNER, owned_name, remove_abandoned, remove_tree
+from .leftovers import OWNED_EXTRA, OWNER, owned_name, remove_abandoned, remove_tree
 
 SNIFF_BYTES = 1 << 20
 """How much of a file is read to recognise it (a metrics file's first record, with its run header, fits)."""
@@ -95,7 +102,7 @@ def _is_metrics(path: Path) -> bool:
     first = _head(path).split(b"\n", 1)[0]
     try:
         record = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to be ours
         return False
     return isinstance(record, dict) and {"epoch", "loss", "epoch_s"} <= record.keys()
 
@@ -140,7 +147,7 @@ def _is_partition(path: Path) -> bool:
     try:
         names = [entry.name for entry in path.iterdir()]
         meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return (isinstance(meta, dict) and {"format_version", "partition_id", "parts", "shards"} <= meta.keys()
             and all(PARTITION_FILE.match(name) for name in names))
@@ -197,21 +204,65 @@ def refuse_inside_partition(path: Path, what: str) -> None:
 
 def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
     """Create ``path`` (and its parents) if needed; refuse an unwritable directory or one inside a partition."""
+    _check_reachable(path, what)
     if path.exists() and not path.is_dir():
         raise InputError(f"{what} is not a directory", path=path)
     refuse_inside_partition(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if path.is_symlink():
+            raise InputError(f"{what} is a symbolic link to a directory that does not exist", path=path) from None
         raise InputError(f"cannot create {what} ({exc.strerror})", path=path) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{what} is not writable", path=path)
     return path
 
 
+def _check_reachable(path: Path, what: str) -> None:
+    """Refuse a path the system cannot look up: behind a link loop, a name too long, a directory denied
+    (``Path.exists`` would call it absent, and the write would fail later with a less clear error)."""
+    failure = lookup_failure(path)
+    if failure is not None:
+        raise InputError(f"cannot use the {what} ({failure})", path=path)
+
+
+HIDDEN_NAME_EXTRA = len(".") + len(".") + OWNED_EXTRA + len(".tmp")
+"""How much longer than an output's name the names are under which it is built, at most: a file's temporary
+``.NAME.distgcn-HOST-PID-RANDOM.tmp`` (:func:`_temporary`); a partition's staging ``.NAME.xxxxxxxx``, the old one
+set aside (:func:`replace_directory`) and an output's lock file ``.NAME.distgcn-lock`` are shorter."""
+
+
+def name_max(directory: Path) -> int:
+    """The longest file name (in bytes) the file system of ``directory`` (or of its nearest existing
+    ancestor) allows; 255, the common limit, where it cannot be asked."""
+    for candidate in (directory, *directory.parents):
+        try:
+            return os.pathconf(candidate, "PC_NAME_MAX")
+        except (OSError, ValueError):
+            continue
+    return 255
+
+
+def check_name_length(path: Path, flag: str | None = None) -> None:
+    """Refuse an output whose name, or the hidden name it is built under, is longer than its file system allows:
+    before anything is written, rather than a failure half-way (a 250-byte name is legal, its temporary's is
+    not). ``flag`` names the option that gave the path, for the advice."""
+    length = len(os.fsencode(path.name))
+    limit = name_max(path.parent)
+    if length + HIDDEN_NAME_EXTRA > limit:
+        choose = f"give {flag} a shorter name" if flag else "choose a shorter name"
+        hidden = "" if length > limit else f", and distgcn builds it under a hidden name {HIDDEN_NAME_EXTRA} " \
+            "bytes longer"
+        raise InputError(f"file name too long: {length} bytes{hidden}; this file system allows {limit}: {choose} "
+                         f"(at most {limit - HIDDEN_NAME_EXTRA} bytes)", path=path)
+
+
 def check_target(path: Path, kind: Kind) -> Path:
     """Refuse to write ``path`` unless it is free or holds distgcn's own ``kind``; create its directory."""
     path = Path(path)
+    _check_reachable(path.parent, "directory of the output file")
+    check_name_length(path)
     if path.is_symlink():
         raise InputError("output file is a symbolic link; refusing to write through it", path=path)
     if path.exists() and not is_output(path, kind):
@@ -257,7 +308,7 @@ def _temporary(path: Path) -> Iterator[tuple[Path, BinaryIO]]:
             try:
                 fh = os.fdopen(os.open(temporary, flags, 0o644), "w+b")
             except OSError as exc:
-                raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+                raise InputError(f"cannot write ({describe_os_error(exc)})", path=path) from None
             key = signals.add_cleanup(functools.partial(_unlink, temporary))
         inject_slow_write()
         yield temporary, fh
@@ -290,12 +341,19 @@ def write_file(path: Path, kind: Kind, fill: Callable[[BinaryIO], None]) -> Path
                 fill(fh)
                 _install(temporary, fh, path, kind)
         except OSError as exc:
-            raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
+            raise InputError(f"cannot write the {kind.name} ({describe_os_error(exc)})", path=path) from None
     return path
 
 
 def write_text(path: Path, kind: Kind, text: str) -> Path:
-    return write_file(path, kind, lambda fh: fh.write(text.encode()))
+    """``text`` as UTF-8; a file name in it that is not UTF-8 on disk (undecodable bytes, which Python
+    carries as surrogate escapes) is written with those bytes as ``\\xNN``."""
+    return write_file(path, kind, lambda fh: fh.write(utf8(text)))
+
+
+def utf8(text: str) -> bytes:
+    """``text`` in UTF-8, each byte that a file name held undecoded (a surrogate escape) shown as ``\\xNN``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace").encode("utf-8")
 
 
 def write_npz(path: Path, kind: Kind, *args: np.ndarray, **arrays: np.ndarray) -> Path:
@@ -311,11 +369,47 @@ def write_npz(path: Path, kind: Kind, *args: np.ndarray, **arrays: np.ndarray) -
     return write_file(path, kind, fill)
 
 
-def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
+class GrowingFile:
+    """An output that grows by whole records (the metrics, one JSON line per epoch), appended unbuffered.
+
+    Each :meth:`write` is one or more whole records. One that cannot be written
+    whole (a full disk, a quota) is cut off again, so the file always ends on a
+    whole record; the file is closed and the failure is an InputError naming it.
+    """
+
+    def __init__(self, fh: BinaryIO, path: Path, kind: Kind):
+        fh.flush()
+        self._fh = fh
+        self._fd = fh.fileno()
+        self._end = os.lseek(self._fd, 0, os.SEEK_END)
+        self.path = path
+        self.kind = kind
+
+    def write(self, records: bytes) -> None:
+        """Append ``records`` (whole records) to the file, or leave it as it was and raise InputError."""
+        view = memoryview(records)
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            os.ftruncate(self._fd, self._end)
+            self._fh.close()  # the run stops here: nothing more will be written
+            raise InputError(f"cannot write the {self.kind.name} ({describe_os_error(exc)}); it ends with the "
+                             "last record written whole", path=self.path) from None
+        self._end += len(records)
+
+    def flush(self) -> None:
+        """Nothing to do: every :meth:`write` reached the file (unbuffered)."""
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def start_growing_file(path: Path, kind: Kind, first: bytes) -> GrowingFile:
     """Write ``first`` atomically over ``path`` and return the file open for appending what follows.
 
     Until ``first`` is complete, the old file is untouched; afterwards the open
-    descriptor keeps writing to the renamed file.
+    descriptor keeps writing to the renamed file, a whole record at a time (:class:`GrowingFile`).
     """
     path = check_target(Path(path), kind)
     remove_abandoned_temporaries(path.parent)
@@ -324,8 +418,8 @@ def start_growing_file(path: Path, kind: Kind, first: bytes) -> BinaryIO:
             fh.write(first)
             _install(temporary, fh, path, kind)
         except OSError as exc:
-            raise InputError(f"cannot write the {kind.name} ({exc.strerror or exc})", path=path) from None
-    return fh
+            raise InputError(f"cannot write the {kind.name} ({describe_os_error(exc)})", path=path) from None
+    return GrowingFile(fh, path, kind)
 
 
 def remove_output(path: Path, kind: Kind) -> None:
@@ -338,15 +432,20 @@ def check_directory_target(out: Path, kind: Kind, *, force: bool, inputs: Iterab
                            flag: str = "--out") -> Path:
     """Refuse a directory output that is protected, not ours, or (without ``force``) an earlier output."""
     out = Path(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    _check_reachable(out.parent, f"parent directory of {flag}")
+    if out.is_symlink():
+        raise InputError(f"output is a symbolic link; distgcn never writes through one: give {flag} a directory "
+                         "that is not a link", path=out)
+    if out.exists() and not out.is_dir():
         raise InputError("output exists and is not a directory; refusing to replace it", path=out)
-    target = out.resolve()
-    cwd = Path.cwd().resolve()
+    check_name_length(out, flag)
+    target = resolved(out)
+    cwd = resolved(Path.cwd())
     if target == cwd or target in cwd.parents:
         raise InputError("output is the working directory or one of its parents; distgcn never replaces it, "
                          "even with --force: choose a new directory", path=out)
     for given in inputs:
-        source = Path(given).resolve()
+        source = resolved(given)
         if source == target or target in source.parents:
             raise InputError(f"output is or contains the input {given}; distgcn never replaces an input, even "
                              "with --force: choose another directory", path=out)
@@ -414,7 +513,7 @@ def lock_directory(directory: Path, what: str) -> None:
     The lock file stays after the run (deleting it would let two runs lock different files); while held, it
     names the holder (:func:`holder_line`), which a refused run quotes.
     """
-    key = Path(directory).resolve()
+    key = resolved(directory)
     if key in _held:
         return
     fd, holder = _try_lock(key / LOCK_NAME, what)

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+
+
+INT64 = (-(2**63), 2**63 - 1)
+"""The integers a JSON integer may be (those numpy's int64 holds): a larger one overflows where it is used."""
+FLOAT_LIMIT = int(sys.float_info.max)
+"""The largest integer a JSON number may be where a float is expected: a larger one cannot become a float."""
 
 
 class Spec:
@@ -48,6 +55,8 @@ class Int(Spec):
     def problem(self, value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) \
             and (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
+        if ok and not INT64[0] <= value <= INT64[1]:
+            return self.expected().replace("an integer", "a 64-bit integer", 1)
         return None if ok else self.expected()
 
 
@@ -63,6 +72,8 @@ class Float(Spec):
             + (" or null" if self.nullable else "")
 
     def problem(self, value: Any) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_LIMIT:
+            return self.expected().replace("a number", "a number within a double's range", 1)
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
             and (self.minimum is None or math.isnan(value) or value >= self.minimum)
         return None if ok else self.expected()
@@ -141,6 +152,14 @@ class List(Spec):
         return None if isinstance(value, list) else self.expected()
 
 
+def json_problem(exc: BaseException) -> str:
+    """Why ``json.loads`` refused a text, in a few words: its parser's message, ``nested too deeply`` (a
+    RecursionError), or Python's refusal of an integer of thousands of digits (a plain ValueError)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return getattr(exc, "msg", None) or str(exc).split(";")[0]
+
+
 def describe(value: Any) -> str:
     """A short rendering of the offending value for the error line."""
     if isinstance(value, (dict, list, tuple)):
@@ -152,6 +171,8 @@ def describe(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and len(str(abs(value))) > 24:
+        return f"an integer of {len(str(abs(value)))} digits"
     if isinstance(value, (int, float)):
         return repr(value)
     return type(value).__name__

@@ -378,7 +378,7 @@ def _stop(signum: int) -> None:
         return
     # From here on, stderr is this thread's alone: the main thread, whose temporaries the cleanups remove under
     # it, would report failures that are the stop's doing, and MPI_Abort would add its own line to ours.
-    stderr = _silence_stderr()
+    stderr = silence_stderr()
     run_cleanups()  # before the line: a peer's abort may end this process from now on (peers wait, but not forever)
     if _first_on_node():
         report(signum, job.rank, fd=stderr)
@@ -430,8 +430,10 @@ def _unread_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
-def _silence_stderr() -> int:
-    """Point file descriptor 2 at /dev/null; returns a descriptor of the stderr it had (2 if it cannot)."""
+def silence_stderr() -> int:
+    """Point file descriptor 2 at /dev/null, so that nothing after this process's own last line reaches the user
+    (the main thread's failures that a stop causes, MPI_Abort's own line); returns a descriptor of the stderr it
+    had (2 if it cannot)."""
     try:
         kept = os.dup(2)
     except OSError:

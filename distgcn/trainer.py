@@ -20,7 +20,7 @@ import torch
 from . import logits_kernel
 from .activation_buffers import kept_between_epochs
 from .broadcast import broadcast_plan
-from .checkpoint import capture_rng_states, restore_rng_states
+from .checkpoint import capture_rng_states, check_optimizer_state, restore_rng_states
 from .config import DTYPES as DTYPE_NAMES, MinibatchConfig, TrainConfig
 from .counters import CommCounters
 from .faults import inject_faults
@@ -265,7 +265,9 @@ class Trainer:
                 "completed_epochs": self.completed_epochs, "rng": capture_rng_states()}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s output; ValueError (or torch's error) where it does not fit this model."""
         self.model.load_state_dict(state["model"])
+        check_optimizer_state(state["optimizer"], self.optimizer)
         self.optimizer.load_state_dict(state["optimizer"])
         self.completed_epochs = int(state["completed_epochs"])
         restore_rng_states(state["rng"])

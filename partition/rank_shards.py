@@ -26,8 +26,9 @@ The staging directory must be on a filesystem every rank sees (as a partition
 directory must be for ``train``). Bad input on any rank is an error on every
 rank (exit 2), an unexpected failure too (exit 1,
 :func:`distgcn.collective.agree_on_failure`): rank 0 then removes the staging
-directory. A rank that dies (a signal, the out-of-memory killer) makes mpiexec
-end the others.
+directory. A full disk on any rank is bad input of this kind
+(:func:`distgcn.partition_dir.writing_partition`). A rank that dies (a signal,
+the out-of-memory killer) makes mpiexec end the others.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from distgcn.faults import inject_shard_fault
 from distgcn.npy_files import read_npy, read_npy_header
 from distgcn.partition_dir import (PARTS_FILE, check_output, directory_meta, finish_directory, graph_source,
                                    input_paths, partition_id, remove_staging, staging_directory, write_parts,
-                                   write_shard)
+                                   write_shard, writing_partition)
 from distgcn.prepare import GraphOptions
 from distgcn.progress import Progress
 from distgcn.shard import Shard
@@ -261,7 +262,8 @@ def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Pat
 
     def write_own() -> tuple[dict, RankCounts]:
         shard, counts = cut_own_shard(group.rank, job)
-        return write_shard(Path(job.staging), shard, progress), counts
+        with writing_partition(out):
+            return write_shard(Path(job.staging), shard, progress), counts
 
     try:
         with progress.phase(f"cutting, measuring and writing shards on {nparts} ranks") as phase:
@@ -302,8 +304,10 @@ def _finish_on_root(job: RankJob, meta_parts: dict, entries: list[dict], metrics
                     inputs: list[Path]) -> dict:
     """Remove the scratch folder, write meta.json last and rename the staging directory to ``out``."""
     staging = Path(job.staging)
-    shutil.rmtree(staging / SCRATCH)
-    meta = directory_meta(staging, meta_parts["fields"], job.identity.partition_id, job.identity.graph_fingerprint,
-                          meta_parts["info"], metrics, meta_parts["source"], job.vertex_order, entries)
-    finish_directory(staging, out, meta, force=force, inputs=inputs)
+    with writing_partition(out):
+        shutil.rmtree(staging / SCRATCH)
+        meta = directory_meta(staging, meta_parts["fields"], job.identity.partition_id,
+                              job.identity.graph_fingerprint, meta_parts["info"], metrics, meta_parts["source"],
+                              job.vertex_order, entries)
+        finish_directory(staging, out, meta, force=force, inputs=inputs)
     return meta

@@ -214,6 +214,85 @@ def ranks_on_other_partitions(d: Path) -> Callable[[int], list[str]]:
     return lambda rank: ["train", str(d / ("row", "none")[rank]), "--quiet", "--epochs", "1"]
 
 
+LONG_NAME = "n" * 250
+"""A legal file name (255 bytes is the common limit) whose hidden temporary name (``.NAME.distgcn-...tmp``) is not."""
+DEEP_JSON = "[" * 100_000
+"""JSON nested deeper than the parser's recursion allows: RecursionError, not a ValueError."""
+
+
+def symlink_loop(directory: Path, name: str) -> Path:
+    """``name`` -> ``name.back`` -> ``name``: looking it up fails with ELOOP."""
+    link, back = directory / name, directory / f"{name}.back"
+    link.symlink_to(back)
+    back.symlink_to(link)
+    return link
+
+
+def nested_meta(directory: Path) -> Path:
+    """A directory whose meta.json is :data:`DEEP_JSON`."""
+    (directory / "p").mkdir()
+    write(directory / "p", "meta.json", DEEP_JSON)
+    return directory / "p"
+
+
+def deep_musae(directory: Path) -> list[str]:
+    """A MUSAE dataset whose feature file is :data:`DEEP_JSON`."""
+    from tiny_datasets import make_musae
+
+    make_musae(directory / "musae")
+    write(directory / "musae", "fb.json", DEEP_JSON)
+    return ["train", "--graph", str(directory / "musae"), "--epochs", "1", "--quiet"]
+
+
+def huge_number_metrics(d: Path) -> Path:
+    """A metrics file of one epoch whose ``epoch_s`` is an integer no float holds (10^400)."""
+    import json
+
+    record = {key: 0 for key in ("loss", "train_acc", "val_acc", "test_acc", "compute_s", "comm_wait_s",
+                                 "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
+                                 "spmm_exchanges")}
+    text = json.dumps({"epoch": 1, **record, "epoch_s": 0}).replace('"epoch_s": 0', '"epoch_s": 1' + "0" * 400)
+    return write(d, "m.jsonl", text + "\n")
+
+
+def meta_with(d: Path, **raw: str) -> Path:
+    """A 1-part partition whose meta.json has the given keys set to the given JSON texts (numbers of any size)."""
+    import json
+
+    part = partition(d, "p", 1)
+    meta = json.loads((part / "meta.json").read_text())
+    marks = {key: f"@{key}@" for key in raw}
+    meta.update(marks)
+    text = json.dumps(meta)
+    for key, value in raw.items():
+        text = text.replace(f'"{marks[key]}"', value)
+    (part / "meta.json").write_text(text)
+    return part
+
+
+def optimizer_state_of_another_shape(d: Path) -> list[str]:
+    """A checkpoint rewritten by hand, checksum right, whose Adam moments of the first weight are 3x3."""
+    import io
+
+    import torch
+
+    from distgcn.checkpoint import MAGIC
+
+    graph = write(d, "g.txt", GOOD_EDGES)
+    args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt")]
+    proc = distgcn_in_process([*args, "--checkpoint-every", "1"])
+    assert proc.returncode == 0, proc.stderr
+    path = d / "ckpt" / "checkpoint-00000001.pt"
+    contents = torch.load(io.BytesIO(path.read_bytes()[len(MAGIC) + 64:]), weights_only=True)
+    moments = contents["state"]["optimizer"]["state"][0]
+    moments["exp_avg"], moments["exp_avg_sq"] = torch.zeros(3, 3), torch.zeros(3, 3)
+    buffer = io.BytesIO()
+    torch.save(contents, buffer)
+    payload = buffer.getvalue()
+    path.write_bytes(MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
+    return [*args, "--epochs", "2", "--resume"]
+
+
 CASES = [
     Case("edge-list-malformed-line", "edge list line with 4 ids",
          graph_train(lambda d: write(d, "bad.txt", "0 1\n1 2 3 4\n2 0\n")), "bad.txt:2: expected 2 vertex ids"),
@@ -399,6 +478,61 @@ CASES = [
          ranks=2),
     Case("ranks-on-other-partitions", "ranks given two partitions that differ in --feature-norm only",
          ranks_on_other_partitions, "ranks read different partitions: meta.json's graph.feature_norm", ranks=2),
+    Case("partition-out-name-too-long", "partition --out with a 250-byte name (legal; its staging name is not)",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(d / LONG_NAME)], "give --out a shorter name"),
+    Case("metrics-name-too-long", "--metrics with a 250-byte name (legal; its temporary name is not)",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics", str(d / LONG_NAME)],
+         "file name too long: 250 bytes"),
+    Case("metrics-onto-deeply-nested-json", "--metrics naming a file of 100000 '['",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(write(d, "m.jsonl", DEEP_JSON))], "is not a distgcn metrics file"),
+    Case("partition-meta-deeply-nested", "train DIR whose meta.json is 100000 '['",
+         lambda d: ["train", str(nested_meta(d)), "--epochs", "1"], "meta.json: cannot read partition metadata"),
+    Case("partition-force-onto-deeply-nested-meta", "partition --out --force onto a directory whose meta.json is "
+         "100000 '['",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(nested_meta(d)), "--force"], "is not a distgcn partition directory"),
+    Case("musae-features-deeply-nested", "a MUSAE feature file of 100000 '['", deep_musae, "fb.json"),
+    Case("graph-symlink-loop", "--graph naming a symbolic link loop",
+         lambda d: ["train", "--graph", str(symlink_loop(d, "g.txt")), *TRAIN], "too many levels of symbolic links"),
+    Case("partition-dir-symlink-loop", "train DIR where DIR is a symbolic link loop",
+         lambda d: ["train", str(symlink_loop(d, "p")), "--epochs", "1"], "too many levels of symbolic links"),
+    Case("output-in-symlink-loop", "--metrics inside a symbolic link loop",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--metrics",
+                    str(symlink_loop(d, "out") / "m.jsonl")], "too many levels of symbolic links"),
+    Case("partition-out-symlink-loop", "partition --out naming a symbolic link loop",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--out", str(symlink_loop(d, "p"))], "output is a symbolic link"),
+    Case("checkpoint-optimizer-state-of-another-shape", "--resume from a checkpoint whose Adam moments have "
+         "another shape (checksum right)", optimizer_state_of_another_shape,
+         "optimizer state exp_avg of parameter 0 has shape (3, 3)"),
+    Case("seed-too-large", "--seed 10^23",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--seed", "1" + "0" * 23],
+         "--seed: expected an integer in 0..2147483647"),
+    Case("partition-seed-negative", "partition --seed -10^23",
+         lambda d: ["partition", str(write(d, "g.txt", GOOD_EDGES)), "--parts", "2", "--model", "random",
+                    *TRAIN[:4], "--seed", "-1" + "0" * 23, "--out", str(d / "out")],
+         "--seed: expected an integer in 0..2147483647"),
+    Case("layers-too-many", "--layers 10^23",
+         lambda d: ["train", "--graph", str(write(d, "g.txt", GOOD_EDGES)), *TRAIN, "--layers", "1" + "0" * 23],
+         "--layers: expected an integer in 2..10000"),
+    Case("metrics-number-beyond-double", "report of a metrics file whose epoch_s is an integer of 401 digits",
+         lambda d: ["report", str(huge_number_metrics(d)), "--out", str(d / "report")], "within a double's range"),
+    Case("meta-integer-of-5000-digits", "train DIR whose meta.json holds an integer of 5000 digits",
+         lambda d: ["train", str(meta_with(d, parts="1" * 5000)), "--epochs", "1"],
+         "cannot read partition metadata (Exceeds the limit (4300 digits)"),
+    Case("meta-count-beyond-64-bits", "train DIR whose meta.json says 10^30 parts",
+         lambda d: ["train", str(meta_with(d, parts="1" + "0" * 30)), "--epochs", "1"],
+         "field parts: expected a 64-bit integer >= 1"),
+    Case("partition-input-symlink-loop", "partition GRAPH where GRAPH is a symbolic link loop",
+         lambda d: ["partition", str(symlink_loop(d, "g.txt")), "--parts", "2", "--model", "random", *TRAIN[:4],
+                    "--out", str(d / "out")], "too many levels of symbolic links"),
+    Case("stats-dir-name-too-long", "stats naming a directory whose name is 300 bytes (over the limit)",
+         lambda d: ["stats", str(d / ("d" * 300))], "file name too long for the file system"),
+    Case("train-dir-name-too-long", "train DIR on 2 ranks, DIR's name 300 bytes (over the limit)",
+         lambda d: ["train", str(d / ("d" * 300)), "--epochs", "1"], "file name too long for the file system",
+         ranks=2),
 ]
 
 

@@ -255,6 +255,15 @@ def test_training_refuses_bad_settings_and_a_partition_of_another_size():
         distgcn.train(distgcn.partition(SPEC, 2), epochs=1)
 
 
+@pytest.mark.parametrize("seed", [10**23, -1])
+def test_seeds_out_of_range_name_their_keyword(seed):
+    """A seed that a partitioner's 32-bit C int (or torch's generator) cannot take is refused before use."""
+    with pytest.raises(ConfigError, match=rf"^partition\.seed: expected an integer in 0\.\.2147483647 .*got {seed}$"):
+        distgcn.partition(SPEC, 2, seed=seed)
+    with pytest.raises(ConfigError, match=rf"^train\.seed: expected an integer in 0\.\.2147483647 .*got {seed}$"):
+        distgcn.train(SPEC, seed=seed, epochs=1)
+
+
 def test_minibatch_training_equals_the_command_line(tmp_path):
     """Sampler, halo exchange options, threads, kernel, metrics file and weights: the same run both ways."""
     options = ["--sampler", "rw", "--batch-size", "60", "--walk-length", "3", "--batches-per-epoch", "2",

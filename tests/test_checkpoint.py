@@ -404,3 +404,27 @@ def test_only_regular_files_named_like_checkpoints_are_listed(tmp_path):
     (tmp_path / "checkpoint-00000009.pt").symlink_to(kept)
     save_checkpoint(tmp_path, 2, {}, IDENTITY, keep=5)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-00000002.pt", "checkpoint-00000010.pt"]
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd-momentum"])
+def test_optimizer_state_of_another_shape_is_refused_before_it_is_loaded(optimizer):
+    """torch loads moments of any shape and fails in the first step; check_optimizer_state refuses them first."""
+    from distgcn.checkpoint import check_optimizer_state
+
+    weight = torch.nn.Parameter(torch.ones(4, 3))
+    make = (lambda: torch.optim.Adam([weight], lr=0.1)) if optimizer == "adam" else \
+        (lambda: torch.optim.SGD([weight], lr=0.1, momentum=0.9))
+    trained = make()
+    weight.grad = torch.ones(4, 3)
+    trained.step()
+    state = trained.state_dict()
+    check_optimizer_state(state, make())  # its own state fits
+    key = "exp_avg" if optimizer == "adam" else "momentum_buffer"
+    state["state"][0][key] = torch.zeros(3, 4)
+    with pytest.raises(ValueError, match=rf"optimizer state {key} of parameter 0 has shape \(3, 4\), the parameter "
+                                         r"\(4, 3\)"):
+        check_optimizer_state(state, make())
+    state["state"][0][key] = torch.zeros(4, 3)
+    state["param_groups"][0]["params"] = [0, 1]
+    with pytest.raises(ValueError, match=r"holds \[2\] parameters per group, this model \[1\]"):
+        check_optimizer_state(state, make())

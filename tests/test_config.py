@@ -82,6 +82,44 @@ def test_refused_settings_name_their_field(build, field, message):
     assert refused.value.field == field and str(refused.value) == message
 
 
+HUGE = 10**23
+"""Beyond 64 bits: numpy, torch and the partitioners' C ints overflow on it."""
+
+
+@pytest.mark.parametrize("build, field, message", [
+    (lambda: TrainConfig(seed=HUGE), "train.seed",
+     f"train.seed: expected an integer in 0..2147483647 (the partitioners take a 32-bit seed), got {HUGE}"),
+    (lambda: TrainConfig(seed=-HUGE), "train.seed",
+     f"train.seed: expected an integer in 0..2147483647 (the partitioners take a 32-bit seed), got {-HUGE}"),
+    (lambda: TrainConfig(epochs=10**8), "train.epochs", "train.epochs: expected an integer in 1..99999999, got "
+     "100000000"),
+    (lambda: TrainConfig(layers=HUGE), "train.layers", f"train.layers: expected an integer in 2..10000, got {HUGE}"),
+    (lambda: TrainConfig(hidden=HUGE), "train.hidden",
+     f"train.hidden: expected widths in 1..{2**62}, got ({HUGE},)"),
+    (lambda: TrainConfig(conv="gat", heads=HUGE), "train.heads",
+     f"train.heads: expected an integer in 1..{2**62}, got {HUGE}"),
+    (lambda: MinibatchConfig("node", 10, norm_samples=HUGE), "minibatch.norm_samples",
+     f"minibatch.norm_samples: expected an integer in 0..{2**62}, got {HUGE}"),
+    (lambda: SourceConfig(graph="g", features=HUGE), "source.features",
+     f"source.features: expected an integer in 1..{2**62}, got {HUGE}"),
+    (lambda: OutputConfig(checkpoint_dir="c", checkpoint_keep=HUGE), "outputs.checkpoint_keep",
+     f"outputs.checkpoint_keep: expected an integer in 1..{2**62}, got {HUGE}"),
+])
+def test_integers_too_large_for_their_type_name_their_field(build, field, message):
+    """The API's keywords are checked as the flags are: a number that would overflow where it is used is a
+    ConfigError naming its field and the accepted range."""
+    with pytest.raises(ConfigError) as refused:
+        build()
+    assert refused.value.field == field and str(refused.value) == message
+
+
+def test_compute_threads_beyond_any_node_are_refused():
+    from distgcn.config import ComputeConfig
+
+    with pytest.raises(ConfigError, match=r"^compute\.threads: expected an integer in 1\.\.4096, got 5000$"):
+        ComputeConfig(threads=5000)
+
+
 def test_one_width_is_repeated_and_an_int_is_one_width():
     assert TrainConfig(layers=4, hidden=8).widths(5, 3) == [5, 8, 8, 8, 3]
     assert ModelConfig(layers=3, hidden=(7, 6)).widths(5, 3) == [5, 7, 6, 3]

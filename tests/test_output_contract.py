@@ -200,7 +200,7 @@ def test_rerun_replaces_its_own_outputs_and_a_full_disk_keeps_the_old_weights(tm
     full = subprocess.run([sys.executable, "-c", script, "w.npz"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1"),
                           preexec_fn=_limit_file_size(1000))
-    assert "w.npz: cannot write the weights file (File too large)" in full.stdout, full.stdout + full.stderr
+    assert "w.npz: cannot write the weights file (file too large: " in full.stdout, full.stdout + full.stderr
     assert (tmp_path / "w.npz").read_bytes() == weights
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.jsonl", "w.npz"]  # no temporary left
 

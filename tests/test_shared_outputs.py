@@ -239,3 +239,22 @@ class TestResumeMetrics:
         done = distgcn_in_process(["train", *TRAIN, "--restart-metrics"])
         assert done.returncode == 2
         assert errors(done.stderr) == ["distgcn: error: --restart-metrics applies to --resume with --metrics"]
+
+
+def test_the_longest_name_allowed_is_written_and_one_byte_more_is_refused(tmp_path):
+    """check_name_length's allowance covers every hidden name an output is built under (its temporary, its
+    lock file): at the limit the run writes, one byte over it is refused before any work."""
+    from distgcn.safe_io import HIDDEN_NAME_EXTRA, name_max
+
+    longest = name_max(tmp_path) - HIDDEN_NAME_EXTRA
+    fits = tmp_path / ("m" * (longest - len(".jsonl")) + ".jsonl")
+    done = distgcn_in_process(["train", *TRAIN, "--metrics", str(fits)])
+    assert done.returncode == 0, done.stderr
+    assert epochs(fits) == [1, 2, 3]
+    over = tmp_path / ("m" * (longest + 1 - len(".jsonl")) + ".jsonl")
+    refused = distgcn_in_process(["train", *TRAIN, "--metrics", str(over)])
+    assert refused.returncode == 2
+    assert errors(refused.stderr) == [f"distgcn: error: {over}: file name too long: {longest + 1} bytes, and distgcn "
+                                      f"builds it under a hidden name {HIDDEN_NAME_EXTRA} bytes longer; this file "
+                                      f"system allows {longest + HIDDEN_NAME_EXTRA}: choose a shorter name (at most "
+                                      f"{longest} bytes)"]

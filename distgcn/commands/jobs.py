@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS
-from ..errors import InputError
+from ..errors import InputError, resolved
 from ..metrics_log import read_metrics, steady
 from ..schema import SPLIT_KEYS
 
@@ -132,7 +132,7 @@ def _template(args: argparse.Namespace, name: str) -> Path:
     path = (args.templates or default_templates()) / name
     if not path.is_file():
         raise InputError("job template not found (give --templates DIR or set DISTGCN_JOBS_DIR)", path=path)
-    return path.resolve()
+    return resolved(path)
 
 
 def _sbatch(options: list[str], script: Path, variables: dict[str, str], dry_run: bool) -> str:
@@ -211,13 +211,13 @@ def _check_nodes(args: argparse.Namespace, tasks: int) -> None:
 
 def run_submit(args: argparse.Namespace) -> int:
     _check_nodes(args, args.parts)
-    out = str(Path(args.out).resolve())
+    out = str(resolved(args.out))
     part_vars = {"DISTGCN_GRAPH": args.graph, "DISTGCN_PARTS": str(args.parts), "DISTGCN_OUT": out,
                  "DISTGCN_MODEL": args.model, "DISTGCN_PARTITION_ARGS": args.partition_args}
     part_id = _sbatch(_partition_options(args), _template(args, "partition.sbatch"), part_vars, args.dry_run)
     train_vars = {"DISTGCN_DIR": out, "DISTGCN_TRAIN_ARGS": args.train_args}
     if args.metrics:
-        train_vars["DISTGCN_METRICS"] = str(Path(args.metrics).resolve())
+        train_vars["DISTGCN_METRICS"] = str(resolved(args.metrics))
     chain = [f"--dependency=afterok:{part_id}", "--kill-on-invalid-dep=yes"]
     train_id = _sbatch([*_resources(args, args.parts, "distgcn-train"), *chain],
                        _template(args, "train-cpu.sbatch"), train_vars, args.dry_run)
@@ -230,14 +230,14 @@ def run_scaling(args: argparse.Namespace) -> int:
         raise InputError(f"--out must contain {{P}} (one partition directory per part count), got {args.out!r}")
     _check_nodes(args, max(args.parts))
     parts = " ".join(str(p) for p in args.parts)
-    pattern = str(Path(args.out).resolve())
+    pattern = str(resolved(args.out))
     array = f"--array=0-{len(args.parts) - 1}"
     part_vars = {"DISTGCN_GRAPH": args.graph, "DISTGCN_PARTS": parts, "DISTGCN_OUT": pattern,
                  "DISTGCN_MODEL": args.model, "DISTGCN_PARTITION_ARGS": args.partition_args}
     part_id = _sbatch([*_partition_options(args), array], _template(args, "partition.sbatch"), part_vars,
                       args.dry_run)
     train_vars = {"DISTGCN_PARTS": parts, "DISTGCN_DIR": pattern, "DISTGCN_TRAIN_ARGS": args.train_args,
-                  "DISTGCN_RESULTS": str(Path(args.results).resolve())}
+                  "DISTGCN_RESULTS": str(resolved(args.results))}
     options = [*_resources(args, max(args.parts), "distgcn-scaling"), f"{array}%{args.concurrent}",
                f"--dependency=afterok:{part_id}", "--kill-on-invalid-dep=yes"]
     train_id = _sbatch(options, _template(args, "scaling.sbatch"), train_vars, args.dry_run)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..config import FEATURE_NORMS, VERTEX_ORDERS
+from ..config import COUNT_MAX, EPOCHS_MAX, FEATURE_NORMS, SEED_MAX, THREADS_MAX, VERTEX_ORDERS
 
 
 def checked_type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:
@@ -22,7 +22,16 @@ def checked_type(convert: Callable[[str], Any], check: Callable[[Any], bool], wh
     return parse
 
 
-positive_int = checked_type(int, lambda v: v >= 1, "a positive integer")
+def bounded_int(low: int, high: int, what: str | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``low..high``, refused in one line naming the flag and the range
+    (a number too large for what consumes it would otherwise overflow far from the flag)."""
+    return checked_type(int, lambda v: low <= v <= high, what or f"an integer in {low}..{high}")
+
+
+positive_int = bounded_int(1, COUNT_MAX, "a positive integer (at most 2**62)")
+seed_int = bounded_int(0, SEED_MAX, f"an integer in 0..{SEED_MAX} (the partitioners take a 32-bit seed)")
+epochs_int = bounded_int(1, EPOCHS_MAX, f"an integer in 1..{EPOCHS_MAX} (checkpoint names hold 8 digits)")
+threads_int = bounded_int(1, THREADS_MAX)
 
 
 def widths(text: str) -> tuple[int, ...]:

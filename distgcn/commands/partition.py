@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..config import DEFAULT_PARTITION_MODEL, PARTITION_MODELS
 from .sampler_options import add_sampler_options, add_shp_options, sampler_spec
-from .options import add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int
+from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
+                      seed_int, threads_int)
 
 PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
 
@@ -37,12 +38,12 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                        "quality_v5, highest_quality, deterministic, deterministic_quality, "
                                        "large_k; kahypar: fast [default], quality; kaminpar: default [default], "
                                        "fast, eco, strong)")
-    part.add_argument("--threads", type=positive_int, metavar="T",
+    part.add_argument("--threads", type=threads_int, metavar="T",
                       help="threads of mtkahypar and kaminpar (default: all cores; metis and kahypar use one). "
                            "kaminpar gives the same parts for the same seed on one thread only")
     part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
-    part.add_argument("--seed", type=int, default=0,
-                      help="seed of the partitioner and of random features (default: 0)")
+    part.add_argument("--seed", type=seed_int, default=0,
+                      help="seed of the partitioner and of random features, 0..2147483647 (default: 0)")
     add_graph_options(part)
     add_sampler_options(part)
     add_shp_options(part)

@@ -14,8 +14,8 @@ from ..config import (BACKENDS, COMMS, CONVS, DEFAULT_PARTITION_MODEL, DTYPES, F
                       RunConfig, SourceConfig, TrainConfig)
 from ..errors import InputError
 from .sampler_options import add_sampler_options, sampler_spec
-from .options import (add_graph_options, add_vertex_order_option, field_flags, non_negative_float, positive_int,
-                      probability, widths)
+from .options import (add_graph_options, add_vertex_order_option, epochs_int, field_flags, non_negative_float,
+                      positive_int, probability, seed_int, threads_int, widths)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,14 +46,15 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     train.add_argument("--no-root-weight", dest="root_weight", action="store_false",
                        help="--conv sage: no W_self term, a vertex's own row enters only if it is its own "
                             "neighbour (default: W_self·h_v + W_neigh·mean)")
-    train.add_argument("--epochs", type=positive_int, default=200, help="epochs (default: 200)")
+    train.add_argument("--epochs", type=epochs_int, default=200, help="epochs, at most 99999999 (default: 200)")
     train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
     train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
     train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
                        help="L2 weight decay (default: 5e-4)")
     train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
-    train.add_argument("--seed", type=int, default=0,
-                       help="seed of the weights, dropout, random partition and random features (default: 0)")
+    train.add_argument("--seed", type=seed_int, default=0,
+                       help="seed of the weights, dropout, random partition and random features, 0..2147483647 "
+                            "(default: 0)")
     train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
     train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
                        help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
@@ -65,7 +66,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="send halo rows (forward) and halo partial products (backward) in this dtype, "
                             "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
                             "rounding of what crosses ranks (default: --dtype, no conversion)")
-    train.add_argument("--threads", type=positive_int,
+    train.add_argument("--threads", type=threads_int,
                        help="compute threads per rank (torch, BLAS and our numba kernels); default: "
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
     train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",

@@ -31,7 +31,7 @@ import numpy as np
 from distgcn.data.features import (UNLABELLED_SPLIT, check_random_training_data, how_to_add, random_training_data,
                                    training_data_parts, words)
 from distgcn.data.npz import save_npz
-from distgcn.errors import InputError
+from distgcn.errors import InputError, lookup_failure
 from distgcn.graph import Graph
 
 __all__ = ["load_graph", "save_npz", "detect_format", "UNLABELLED_SPLIT"]
@@ -96,7 +96,7 @@ def detect_format(spec: str) -> tuple[str, Path]:
     if prefix is not None:
         return "planetoid", prefix
     if not path.exists():
-        raise InputError(f"no such file or directory ({_EXPECTED})", path=path)
+        raise InputError(f"{lookup_failure(path) or 'no such file or directory'} ({_EXPECTED})", path=path)
     if not path.is_file():
         raise InputError(f"not a regular file ({_EXPECTED})", path=path)
     name = path.name.lower()

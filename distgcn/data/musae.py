@@ -33,6 +33,7 @@ from distgcn.data.features import split_masks
 from distgcn.errors import InputError, quoted
 from distgcn.graph import Graph
 from distgcn.memory import check_declared_size
+from distgcn.schema import json_problem
 
 SPLIT = (0.6, 0.2, 0.2)
 TEXT_BYTES_PER_BYTE = 2
@@ -149,9 +150,9 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     try:
         text = read_bytes(path, bytes_per_byte=TEXT_BYTES_PER_BYTE).decode("utf-8")
         table = json.loads(text, parse_int=lambda digits: _json_int(digits, text, path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, an integer of 4300+ digits, nested too deeply
         line = getattr(e, "lineno", None)
-        raise InputError(f"not valid JSON ({getattr(e, 'msg', e)})", path=path, line=line) from None
+        raise InputError(f"not valid JSON ({json_problem(e)})", path=path, line=line) from None
     if not isinstance(table, dict):
         raise InputError("expected a JSON object mapping node ids to lists of feature ids", path=path)
     n = len(vertex_ids)

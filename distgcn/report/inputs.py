@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..partition_dir import load_listed_shard, minibatch_volume, read_meta, verify_parts_file
-from ..errors import InputError
+from ..errors import InputError, lookup_failure
 from ..data.snap import file_stem
 from ..metrics_log import read_metrics, steady, steady_records
 from ..schema import SLOWEST_KEYS
@@ -256,7 +256,9 @@ def load_inputs(texts: list[str]) -> tuple[list[Run], list[Partition]]:
         elif path.is_file():
             runs.append(load_run(path, annotations))
         else:
-            raise InputError("no such metrics file or partition directory", path=path)
+            failure = lookup_failure(path)
+            raise InputError(f"cannot read it ({failure})" if failure else "no such metrics file or partition "
+                             "directory", path=path)
     for items in (runs, partitions):
         _unique_names(items)
         _dataset_labels(items)

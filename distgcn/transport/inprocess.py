@@ -46,8 +46,14 @@ DEFAULT_TIMEOUT_S = 120.0
 """How long any one wait may last before the job is failed as deadlocked (generous: the test machines are loaded)."""
 
 
-class RankAborted(RuntimeError):
-    """Raised in every rank's wait (and in the aborting rank) once some rank aborts the job."""
+class RankAborted(BaseException):
+    """Raised in every rank's wait (and in the aborting rank) once some rank aborts the job.
+
+    What an MPI rank meets there is the end of its process, not an error of its
+    own: like SystemExit, this is no ``Exception``, so a rank's handlers of
+    unexpected errors (:func:`distgcn.collective.abort_on_unexpected`) let it pass
+    instead of reporting the peer's abort as this rank's failure.
+    """
 
     def __init__(self, rank: int, code: int, reason: str):
         super().__init__(f"rank {rank} aborted the job (code {code}): {reason}")
