@@ -2,7 +2,7 @@
 allocating it (docs/reliability.md, "Bad input, answered").
 
 A compressed file can hold a thousand times its size: one line of 512 MiB of spaces is half a megabyte of
-gzip. The line-by-line readers refuse a line longer than :data:`MAX_LINE_BYTES`; the whole-file readers
+gzip. The line-by-line readers refuse a line longer than :data:`distgcn.data._text.MAX_LINE_BYTES`; the whole-file readers
 stop decompressing once the text cannot fit the memory; the streaming readers stop once what they keep
 cannot. The tests that run the command measure its peak memory against the same command on a missing file.
 """
@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT
 from distgcn import memory
 from distgcn.data import load_graph
-from distgcn.data._text import MAX_LINE_BYTES, line_blocks, read_bytes
+from distgcn.data._text import line_blocks, read_bytes
 from distgcn.data.ogb import read_int_table
 from distgcn.data.snap import PAIR_BYTES, read_edge_ids
 from distgcn.errors import InputError
