@@ -555,6 +555,8 @@ def claimed(outputs: Iterable[tuple[Path, str]]) -> Iterator[None]:
                 key.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 continue  # nothing can be written there: the command's own checks say why, in its words
+            if len(os.fsencode(claim_path(key).name)) > name_max(key.parent):
+                continue  # a name too long to build the output under: the command's own check says so, with its flag
             fd = _lock_claim(Path(path), key, what)
             # a job's abort at a stop signal unwinds nothing: the lock file is removed before it
             taken.append((key, fd, signals.add_cleanup(functools.partial(_unlink, claim_path(key)))))
@@ -597,5 +599,5 @@ def _try_lock(lock: Path, what: str) -> tuple[int | None, str]:
         os.close(fd)
         return None, holder
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (holder_line() + "\n").encode(), 0)
+    os.pwrite(fd, (holder_line() + "\n").encode(errors="backslashreplace"), 0)  # argv may hold any bytes
     return fd, ""
