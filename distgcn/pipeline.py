@@ -156,18 +156,28 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         for record in trainer.epochs():
             history.append(record)
             phase.advance()
+            unwritten: InputError | None = None
             if root:
-                writer.write(record)
-                if not config.progress.quiet:
-                    progress.echo(format_epoch(record))
-                if progress.verbose:
-                    progress.echo(format_epoch_detail(record))
+                try:
+                    writer.write(record)
+                except InputError as exc:  # a full disk: every rank stops at this epoch, not only the writer
+                    unwritten = exc
+                else:
+                    if not config.progress.quiet:
+                        progress.echo(format_epoch(record))
+                    if progress.verbose:
+                        progress.echo(format_epoch_detail(record))
+            warned, failed = _epoch_flags(transport, unwritten is not None)
+            if failed:
+                where = "rank 0: " if transport.size > 1 else ""
+                raise CollectiveInputError(f"{where}{unwritten}" if root else "rank 0 could not write the metrics file",
+                                           printed_here=root)
             epoch = record["epoch"]
             if directory is not None and outputs.checkpoint_every and (
                     epoch % outputs.checkpoint_every == 0 or epoch == train.epochs):
                 checkpoint(epoch)
                 saved_epoch = epoch
-            if epoch < train.epochs and _warned(transport):  # every rank stops after this same epoch
+            if epoch < train.epochs and warned:  # every rank stops after this same epoch
                 if directory is not None and saved_epoch != epoch:
                     checkpoint(epoch)
                 phase.finish(f"stopped after epoch {epoch} of {train.epochs} at the scheduler's warning")
@@ -195,9 +205,11 @@ def _worded(step: Callable[[], T], name_field: NameField) -> T:
         raise InputError(str(exc)) from None
 
 
-def _warned(transport: Transport) -> bool:
-    """Whether any rank has received the scheduler's warning (one small reduction per epoch, all ranks alike)."""
-    return transport.allreduce([float(signals.warning_received())], op="max")[0] > 0
+def _epoch_flags(transport: Transport, write_failed: bool) -> tuple[bool, bool]:
+    """Whether any rank has received the scheduler's warning, and whether the metrics writer (rank 0) failed to
+    write this epoch's record: one small reduction per epoch, all ranks alike, so that all stop together."""
+    warned, failed = transport.allreduce([float(signals.warning_received()), float(write_failed)], op="max")
+    return warned > 0, failed > 0
 
 
 def _resume(trainer: Trainer, transport: Transport, directory: Path, identity: RunIdentity,

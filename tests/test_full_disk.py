@@ -153,3 +153,28 @@ def test_checkpoints_on_a_disk_that_fills_up(tmp_path, small_disk):
     assert_one_line(proc.stderr, f"{disk}/checkpoint-", f": cannot write the checkpoint {NO_SPACE}")
     names = sorted(path.name for path in disk.iterdir())
     assert names[0] == ".distgcn.lock" and all(name.startswith("checkpoint-") for name in names[1:]), names
+
+
+@pytest.mark.timeout(120)
+def test_api_ranks_stop_together_when_the_metrics_disk_fills_up(tmp_path, small_disk):
+    """Through the API (no command line to abort the job) rank 0's failed write used to leave the other rank
+    waiting in the next epoch's collectives: every rank now raises at the same epoch."""
+    from distgcn import api
+    from distgcn.errors import InputError
+    from distgcn.transport.inprocess import run_ranks
+
+    disk = small_disk("size=8k")
+    metrics = disk / "m.jsonl"
+
+    def rank_main(transport) -> str:
+        with pytest.raises(InputError) as raised:
+            source = api.GraphOptions(spec=graph(tmp_path), features=4, classes=2) if transport.rank == 0 else None
+            api.train(source, epochs=40, metrics=str(metrics),
+                      partition_model="contiguous", transport=transport, quiet=True)
+        return str(raised.value)
+
+    first, second = run_ranks(2, rank_main)
+    assert first == (f"rank 0: {metrics}: cannot write the metrics file {NO_SPACE}; it ends with the last record "
+                     "written whole")
+    assert second == "rank 0 could not write the metrics file"
+    assert 2 <= len(whole_records(metrics)) < 40
