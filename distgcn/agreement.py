@@ -10,7 +10,7 @@ error path costs an allgather of a few short values per rank.
 
 A mismatch is a :class:`RanksDisagree` on every rank together, so no rank
 goes on into a collective that the others will never join (an MPMD launch
-with ``--epochs 2 : --epochs 3`` used to hang after the shorter run).
+with ``--epochs 2 : --epochs 3`` would otherwise hang after the shorter run).
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def config_fields(config: RunConfig) -> dict[str, Any]:
     for field in fields(config.train):
         found[f"train.{field.name}"] = getattr(config.train, field.name)
     minibatch = config.minibatch
-    found["minibatch.sampler"] = None if minibatch is None else minibatch.sampler
-    if minibatch is not None:
+    if minibatch is None:
+        found["minibatch.sampler"] = None
+    else:
         for field in fields(minibatch):
             found[f"minibatch.{field.name}"] = getattr(minibatch, field.name)
     found["compute.spmm_kernel"] = config.compute.spmm_kernel

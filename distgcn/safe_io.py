@@ -38,19 +38,19 @@
 6. **One run per checkpoint directory.** :func:`lock_directory` holds an
    ``flock`` on a lock file in the directory for the life of the process; a
    second run that wants it is refused (:mod:`distgcn.checkpoint`).
-6. **No leftovers.** A temporary's name says which process on which host made
+7. **No leftovers.** A temporary's name says which process on which host made
    it (:mod:`distgcn.leftovers`). Its maker removes it on every exit it can
    catch (an exception, a stop signal, a job's abort); what a SIGKILL leaves,
    the next write into the same directory removes once that process has ended.
-7. **One writer per output.** :func:`claimed` holds an ``flock`` on a lock
+8. **One writer per output.** :func:`claimed` holds an ``flock`` on a lock
    file beside an output (``.NAME.distgcn-lock``, naming the holder) while a
    command writes it; a second distgcn process that wants the same output is
    refused at its start, naming the holder, instead of renaming its file over
    the first one's.
-8. **Nothing inside a partition directory.** ``partition --force`` replaces
+9. **Nothing inside a partition directory.** ``partition --force`` replaces
    such a directory as a whole and refuses one holding files it did not write,
    so no other output (a metrics file, a checkpoint or report directory,
-   another partition) may be placed in one.
+   another partition) may be placed in one, nor use one as its directory.
 """
 
 from __future__ import annotations
@@ -175,12 +175,13 @@ def is_output(path: Path, kind: Kind) -> bool:
 PARTITION_KEYS = frozenset({"format_version", "partition_id", "parts", "shards"})
 
 
-def enclosing_partition(path: Path) -> Path | None:
-    """The partition directory that ``path`` lies inside (any level up), or None.
+def enclosing_partition(path: Path, *, itself: bool = False) -> Path | None:
+    """The partition directory that ``path`` lies inside (any level up; with ``itself``, ``path`` too), or None.
 
     A directory counts if its meta.json is a JSON object with distgcn's keys, whatever else it holds.
     """
-    for ancestor in Path(os.path.realpath(path)).parents:
+    real = Path(os.path.realpath(path))
+    for ancestor in (real, *real.parents) if itself else real.parents:
         meta = ancestor / "meta.json"
         if not meta.is_file():
             continue
@@ -194,12 +195,14 @@ def enclosing_partition(path: Path) -> Path | None:
     return None
 
 
-def refuse_inside_partition(path: Path, what: str) -> None:
-    """Refuse an output inside a partition directory, which ``partition --force`` replaces as a whole."""
-    home = enclosing_partition(path)
+def refuse_inside_partition(path: Path, what: str, *, itself: bool = False) -> None:
+    """Refuse an output inside a partition directory (with ``itself``: or that is one, a directory that would
+    hold outputs), which ``partition --force`` replaces as a whole."""
+    home = enclosing_partition(path, itself=itself)
     if home is not None:
-        raise InputError(f"the {what} would lie inside the partition directory {home}, which distgcn replaces as a "
-                         "whole: choose a place outside it", path=path)
+        where = "is" if home == Path(os.path.realpath(path)) else "would lie inside"
+        raise InputError(f"the {what} {where} the partition directory {home}, which distgcn replaces as a whole: "
+                         "choose a place outside it", path=path)
 
 
 def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
@@ -207,7 +210,7 @@ def prepare_output_dir(path: Path, what: str = "output directory") -> Path:
     _check_reachable(path, what)
     if path.exists() and not path.is_dir():
         raise InputError(f"{what} is not a directory", path=path)
-    refuse_inside_partition(path, what)
+    refuse_inside_partition(path, what, itself=True)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -258,3 +258,22 @@ def test_the_longest_name_allowed_is_written_and_one_byte_more_is_refused(tmp_pa
                                       f"builds it under a hidden name {HIDDEN_NAME_EXTRA} bytes longer; this file "
                                       f"system allows {longest + HIDDEN_NAME_EXTRA}: choose a shorter name (at most "
                                       f"{longest} bytes)"]
+
+
+@pytest.mark.parametrize("command, what", [
+    (["train", "{p}", "--epochs", "1", "--quiet", "--checkpoint-dir", "{p}", "--checkpoint-every", "1"],
+     "checkpoint directory"),
+    (["report", "{m}", "--out", "{p}"], "report directory"),
+])
+def test_a_partition_directory_is_no_output_directory(part, tmp_path, command, what):
+    """Checkpoints or a report written into the partition directory itself: refused before anything is written
+    there (not even a lock file), so `partition --force` still recognises the directory."""
+    metrics = tmp_path / "m.jsonl"
+    assert distgcn_in_process(["train", str(part), "--epochs", "1", "--quiet", "--metrics", str(metrics)]
+                              ).returncode == 0
+    before = sorted(path.name for path in part.iterdir())
+    done = distgcn_in_process([arg.replace("{p}", str(part)).replace("{m}", str(metrics)) for arg in command])
+    assert done.returncode == 2, done.stderr
+    assert errors(done.stderr) == [f"distgcn: error: {part}: the {what} is the partition directory {part}, which "
+                                   "distgcn replaces as a whole: choose a place outside it"]
+    assert sorted(path.name for path in part.iterdir()) == before
