@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distgcn.metrics_log import read_metrics
+from distgcn.io.metrics_log import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = Path(os.environ.get("DISTGCN_DATASETS", ROOT.parent / "shared" / "datasets"))

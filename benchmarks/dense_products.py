@@ -13,7 +13,7 @@ and prints the median of the rounds' medians:
 
     python benchmarks/dense_products.py --rows 82168 --widths 64x8,64x64 --threads 1 --name slashdot-t1
 
-writes benchmarks/results/dense-NAME.{json,md}. distgcn/dense.py uses the
+writes benchmarks/results/dense-NAME.{json,md}. distgcn/kernels/dense.py uses the
 layouts this found fastest.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, as distgcn/allocator.py does
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, as distgcn/kernels/allocator.py does
 
 import torch  # noqa: E402
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from distgcn.dropout import keyed_dropout, keyed_keep_mask
+from distgcn.nn.dropout import keyed_dropout, keyed_keep_mask
 
 
 def main() -> None:

@@ -18,14 +18,14 @@ import os
 
 from timing import median_of_round_medians
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from distgcn import dropout_kernel  # noqa: E402
+from distgcn.kernels import dropout as dropout_kernel  # noqa: E402
 
 
 def main() -> None:

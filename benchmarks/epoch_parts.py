@@ -24,14 +24,19 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
 import torch  # noqa: E402
 
-from distgcn import csr_kernel, dense, dropout, dropout_kernel, logits_kernel, trainer  # noqa: E402
-from distgcn.cli import main  # noqa: E402
+from distgcn.cli.main import main  # noqa: E402
+from distgcn.kernels import csr as csr_kernel
+from distgcn.kernels import dense
+from distgcn.kernels import dropout as dropout_kernel
+from distgcn.kernels import logits as logits_kernel
+from distgcn.nn import dropout
+from distgcn.training import trainer  # noqa: E402
 
 spent: dict[str, float] = collections.defaultdict(float)
 """Seconds spent in each kind of call since the last epoch ended."""

@@ -1,4 +1,4 @@
-"""How big a slice of x a GPU rank should drop at a time (distgcn.dropout.DEVICE_CHUNK_BYTES).
+"""How big a slice of x a GPU rank should drop at a time (distgcn.nn.dropout.DEVICE_CHUNK_BYTES).
 
     python benchmarks/gpu_dropout_chunks.py kernel [--rows 1048576] [--width 64]
     python benchmarks/gpu_dropout_chunks.py train CHUNK_MIB PARTITION_DIR [train options...]
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distgcn import dropout
-from distgcn.cli import main
+from distgcn.cli.main import main
+from distgcn.nn import dropout
 
 SLICES_MIB = (16, 64, 256, 1024)
 

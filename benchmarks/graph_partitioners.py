@@ -3,7 +3,7 @@
 For each graph spec (a file, a dataset folder or ``synthetic:...``, as
 ``distgcn partition`` reads it), each P, each method and each seed, one
 subprocess loads Â, runs ``compute_parts("graph", ...)`` and measures the
-partition with ``partition.metrics.partition_metrics`` (rows of H sent per
+partition with ``distgcn.partitioning.metrics.partition_metrics`` (rows of H sent per
 SpMM). ``time_s`` is the model's whole call (symmetrising the pattern, and
 for KaMinPar writing and reading its ParHIP file), as ``distgcn partition``
 pays it. ``base_rss_mib`` is the subprocess's resident size just before
@@ -73,9 +73,9 @@ def peak_rss_mib() -> float:
 def run_single(spec: str, method: str, nparts: int, seed: int, epsilon: float, symmetrize: bool) -> dict:
     """One measurement in this process (the driver starts one process per measurement)."""
     from distgcn.data import load_graph
-    from distgcn.graph import normalized_adjacency
-    from partition.metrics import partition_metrics
-    from partition.models import compute_parts
+    from distgcn.data.graph import normalized_adjacency
+    from distgcn.partitioning.metrics import partition_metrics
+    from distgcn.partitioning.models import compute_parts
 
     tool, preset, threads = parse_method(method)
     t0 = time.perf_counter()
@@ -142,7 +142,7 @@ def save(path: Path, rows: list[dict], argv: list[str]) -> None:
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "command": "python benchmarks/graph_partitioners.py " + " ".join(argv),
            "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
-           "note": "volume_total = rows of H sent per SpMM (partition.metrics); time_s = compute_parts('graph'); "
+           "note": "volume_total = rows of H sent per SpMM (distgcn.partitioning.metrics); time_s = compute_parts('graph'); "
                    "loadavg_1m taken before each run on a shared 2-core machine",
            "runs": rows}
     path.write_text(json.dumps(doc, indent=1) + "\n")

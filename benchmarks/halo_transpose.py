@@ -1,7 +1,7 @@
 """The backward's halo products: scipy's transpose product (a CSC view, one thread) against ours.
 
 In the backward pass each rank forms, for the halo rows, (halo block)ᵀ · G
-before it can send them back (distgcn/spmm.py); with a random partition most
+before it can send them back (distgcn/spmm/product.py); with a random partition most
 of a rank's entries are in its halo block. ``--spmm-kernel scipy`` (and, below
 csr_kernel.MIN_WIDTH columns, ``numba``) multiplies by the CSC view of the
 block's own arrays on one thread; ``numba`` from MIN_WIDTH columns runs
@@ -30,11 +30,14 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from spmm_kernels import (
+    timed,  # the median of repeated calls, as that benchmark times its kernels
+)
 
-from distgcn import allocator, csr_kernel
 from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
-from spmm_kernels import timed  # the median of repeated calls, as that benchmark times its kernels
+from distgcn.data.graph import normalized_adjacency
+from distgcn.kernels import allocator
+from distgcn.kernels import csr as csr_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -60,7 +60,7 @@ class Phases:
 def _hand_over(mtk, ctx, indptr, pins, weights, how: str, phases: Phases):
     import mtkahypar
 
-    from partition.hmetis import write_hmetis
+    from distgcn.partitioning.hmetis import write_hmetis
 
     net_weights = np.ones(indptr.shape[0] - 1, dtype=np.int64)
     if how == "list":  # the path before issue #16: one view into `pins` per net
@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="synthetic:rmat,scale=18,edge_factor=12")
     parser.add_argument("--parts", type=int, default=4)
-    parser.add_argument("--preset", default="default", help="a key of partition.hypergraph.MTKAHYPAR_PRESETS")
+    parser.add_argument("--preset", default="default", help="a key of distgcn.partitioning.hypergraph.MTKAHYPAR_PRESETS")
     parser.add_argument("--input", choices=("list", "file"), default="file")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -93,8 +93,8 @@ def main() -> None:
     import mtkahypar
 
     from distgcn.data import load_graph
-    from distgcn.graph import normalized_adjacency
-    from partition.hypergraph import MTKAHYPAR_PRESETS, column_net
+    from distgcn.data.graph import normalized_adjacency
+    from distgcn.partitioning.hypergraph import MTKAHYPAR_PRESETS, column_net
 
     phases = Phases()
     graph = load_graph(args.graph)

@@ -1,4 +1,4 @@
-"""What leaving large nets out of the hypergraph partitioner costs and saves (partition.hypergraph max_net_pins).
+"""What leaving large nets out of the hypergraph partitioner costs and saves (distgcn.partitioning.hypergraph max_net_pins).
 
 Partitions the column-net hypergraph of a graph's Â with the nets of more
 than ``--cap`` pins left out (0: every net kept), then counts the km1 of the
@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
-from partition.hypergraph import column_net, partition_nets
-from partition.metrics import connectivity_minus_one
+from distgcn.data.graph import normalized_adjacency
+from distgcn.partitioning.hypergraph import column_net, partition_nets
+from distgcn.partitioning.metrics import connectivity_minus_one
 
 
 def _status_gb(key: str) -> float:

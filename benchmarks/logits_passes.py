@@ -1,5 +1,5 @@
 """The loss (with its gradient) and the predicted classes of a rank's logits: torch's operations against the
-compiled passes of distgcn/logits_kernel.py, in one process, alternated.
+compiled passes of distgcn/kernels/logits.py, in one process, alternated.
 
     python benchmarks/logits_passes.py [--rows 82168] [--classes 8] [--train-share 0.5] [--threads 1] [--rounds 7]
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does: the same malloc
 
 import torch  # noqa: E402
-
-from distgcn import logits_kernel  # noqa: E402
-from distgcn.steps import cross_entropies  # noqa: E402
 from timing import median_ms  # noqa: E402
+
+from distgcn.kernels import logits as logits_kernel  # noqa: E402
+from distgcn.training.steps import cross_entropies  # noqa: E402
 
 
 def main() -> None:

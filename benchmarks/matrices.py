@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
+from distgcn.data.graph import normalized_adjacency
 
 
 def rcm_adjacency(graph: str, symmetrize: bool) -> sp.csr_matrix:

@@ -7,7 +7,7 @@ hypergraph model (HP), METIS (GP) and a random partition (RP); then draws
 ``--batches`` fresh minibatches with ``--eval-seed`` and measures, for every
 partition, the rows of H each minibatch SpMM moves (volume) and the
 (sender, receiver) pairs it uses (messages), exactly
-(:mod:`partition.minibatch_metrics`).
+(:mod:`distgcn.partitioning.minibatch_metrics`).
 
     python benchmarks/minibatch_volume.py --graphs musae-facebook,soc-Slashdot0902 --parts 3,9,27 \\
         --batches 10000 --sampler node --batch-fraction 0.1 --shp-samples 500 --preset default \\
@@ -26,11 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
 from distgcn.config import SamplerSpec
-from partition.minibatch_metrics import batch_entries
-from partition.models import compute_parts
+from distgcn.data import load_graph
+from distgcn.data.graph import normalized_adjacency
+from distgcn.partitioning.minibatch_metrics import batch_entries
+from distgcn.partitioning.models import compute_parts
+from distgcn.sampling.reference.samplers import sampler_for
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 GRAPHS = {  # path, symmetrize: both made undirected, GraphSAINT's setting
@@ -70,7 +71,7 @@ def partition_all(a_hat, parts_list, spec, args) -> tuple[dict, list[dict]]:
 
 def evaluate(a_hat, spec, partitions: dict, batches: int, seed: int, chunk: int) -> tuple[dict, dict]:
     """Per-batch volume and messages of ``batches`` fresh minibatches under every partition."""
-    sampler = spec.build(a_hat)
+    sampler = sampler_for(spec, a_hat)
     rng = np.random.default_rng(seed)
     volume = {key: [] for key in partitions}
     messages = {key: [] for key in partitions}

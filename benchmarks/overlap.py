@@ -43,16 +43,16 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from distgcn.commands.options import add_graph_options
-from distgcn.counters import CommCounters
-from distgcn.distribute import load_own_shard
-from distgcn.halo import HaloExchange, HaloExchanger, HaloPlan
-from distgcn.threads import set_threads
-from distgcn.prepare import GraphOptions
-from distgcn.spmm import DistributedAdjacency
-from distgcn.spmm_kernels import choose_kernel
-from distgcn.transport import MPITransport
-from partition.scatter import build_and_scatter
+from distgcn.cli.options import add_graph_options
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport import MPITransport
+from distgcn.data.prepare import GraphOptions
+from distgcn.kernels.sparse import choose_kernel
+from distgcn.runtime.threads import set_threads
+from distgcn.shard.distribute import load_own_shard
+from distgcn.shard.scatter import build_and_scatter
+from distgcn.spmm.halo import HaloExchange, HaloExchanger, HaloPlan
+from distgcn.spmm.product import DistributedAdjacency
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("exchange", "owned", "halo", "overlapped")

@@ -9,7 +9,7 @@ that does not finish (KaHyPar on power-law graphs) is recorded as a timeout
 instead of blocking the sweep.
 
 Graphs are made undirected (A ∪ Aᵀ, no self loops), then
-Â = D^-1/2 (A + I) D^-1/2 (distgcn.graph.normalized_adjacency).
+Â = D^-1/2 (A + I) D^-1/2 (distgcn.data.graph.normalized_adjacency).
 
     python benchmarks/partitioners.py --graphs soc-Slashdot0902 --parts 2,4 \\
         --methods mtkahypar:default,mtkahypar:quality,kahypar:fast,metis \\
@@ -51,7 +51,7 @@ DEFAULT_METHODS = "random,metis,mtkahypar:default,mtkahypar:quality,kahypar:fast
 
 def load_a_hat(name: str, datasets: Path):
     from distgcn.data import load_graph
-    from distgcn.graph import normalized_adjacency
+    from distgcn.data.graph import normalized_adjacency
 
     if name not in GRAPHS:
         raise SystemExit(f"unknown graph '{name}': expected one of {', '.join(GRAPHS)}")
@@ -74,8 +74,8 @@ def parse_method(method: str) -> tuple[str, str | None, int]:
 def run_single(graph: str, method: str, nparts: int, seed: int, epsilon: float, datasets: Path,
                threads: int | None) -> dict:
     """One measurement, in this process (the parent runs it in a subprocess)."""
-    from partition.metrics import partition_metrics
-    from partition.models import compute_parts
+    from distgcn.partitioning.metrics import partition_metrics
+    from distgcn.partitioning.models import compute_parts
 
     a_hat = load_a_hat(graph, datasets)
     tool, preset, runs = parse_method(method)

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distgcn.prepare import GraphOptions, prepare_graph
 from distgcn.config import TrainConfig
+from distgcn.data.prepare import GraphOptions, prepare_graph
 
 
 class CsrGCN(nn.Module):

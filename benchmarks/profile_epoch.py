@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import argparse
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does: its memory, its page faults
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from distgcn import trainer  # noqa: E402
-from distgcn.cli import main  # noqa: E402
+from distgcn.cli.main import main  # noqa: E402
+from distgcn.training import trainer  # noqa: E402
 
 
 def profiled_after(warmup: int, profiler: profile):

@@ -36,8 +36,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from distgcn.data import load_graph  # noqa: E402
-from distgcn.graph import normalized_adjacency  # noqa: E402
-from distgcn.sampling.reference import (  # noqa: E402
+from distgcn.data.graph import normalized_adjacency  # noqa: E402
+from distgcn.sampling.reference import (
     SAMPLERS,
     SamplingGraph,
     frontier_walk_dashboard,

@@ -17,9 +17,9 @@ import time
 import numpy as np
 import torch
 
-from distgcn.dropout import keyed_dropout
-from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.sparse_input import SparseRows
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.nn.dropout import keyed_dropout
+from distgcn.nn.sparse_input import SparseRows
 
 
 def main() -> None:

@@ -24,22 +24,22 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from distgcn import csr_kernel  # noqa: E402
 from matrices import product_arguments, rcm_matrix_on_threads  # noqa: E402
 from timing import median_ms  # noqa: E402
+
+from distgcn.kernels import csr as csr_kernel  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def import_revision(revision: str, scratch: Path):
-    """``distgcn.csr_kernel`` as it was at ``revision``, imported as ``distgcn_base.csr_kernel`` (its imports inside
+    """``distgcn.kernels.csr`` as it was at ``revision``, imported as ``distgcn_base.csr_kernel`` (its imports inside
     the package are relative, so they resolve to the same revision)."""
     archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", "--format=tar", revision, "distgcn"],
                              check=True, capture_output=True).stdout

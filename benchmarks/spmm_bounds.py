@@ -29,7 +29,7 @@ from matrices import product_arguments, rcm_matrix_on_threads
 from spmm_kernels import Bandwidth, traffic
 from timing import median_of_round_medians
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
@@ -37,8 +37,8 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from distgcn import csr_kernel  # noqa: E402
-from distgcn import llvm_intrinsics as llvm  # noqa: E402
+from distgcn.kernels import csr as csr_kernel  # noqa: E402
+from distgcn.kernels import llvm_intrinsics as llvm  # noqa: E402
 
 TARGET = 0.40
 PEAK_COLUMNS = 64

@@ -19,15 +19,15 @@ import os
 
 from timing import median_of_round_medians
 
-from distgcn import allocator
+from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from distgcn import csr_kernel  # noqa: E402
 from matrices import product_arguments, rcm_matrix_on_threads  # noqa: E402
+
+from distgcn.kernels import csr as csr_kernel  # noqa: E402
 
 
 def main() -> None:

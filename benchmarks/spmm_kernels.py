@@ -7,7 +7,7 @@ dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``:
 over the int32 arrays in place, what ``auto`` multiplies below ``csr_kernel.MIN_WIDTH`` columns),
 scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
 matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
-own kernel (``distgcn/csr_kernel.py``, ``--spmm-kernel numba``; ``numba-near``
+own kernel (``distgcn/kernels/csr.py``, ``--spmm-kernel numba``; ``numba-near``
 and ``numba-far``: the same loop with its far prefetch always off or always on;
 ``numba`` itself, as in ``train``, times both on its first calls and keeps the faster), all on
 ``--threads`` threads (scipy has one). The same run measures the
@@ -27,7 +27,7 @@ writes benchmarks/results/spmm-NAME.{json,md}.
 
 Each product writes a fresh result (Y = Â H, not Y += Â H), as the owned
 block's product in ``train`` does. H and Y are torch allocations in huge
-pages, as in a ``train`` process (distgcn/allocator.py; ``--memory plain``:
+pages, as in a ``train`` process (distgcn/kernels/allocator.py; ``--memory plain``:
 numpy arrays in 4 KiB pages). Kernels are timed in ``--rounds`` interleaved
 rounds of ``--repeats`` calls each, so that a change in the machine's load
 hits every kernel alike; a kernel's time is the median of its rounds'
@@ -51,10 +51,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from distgcn import allocator, csr_kernel
 from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
-from distgcn.threads import follow_torch_threads
+from distgcn.data.graph import normalized_adjacency
+from distgcn.kernels import allocator
+from distgcn.kernels import csr as csr_kernel
+from distgcn.runtime.threads import follow_torch_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from distgcn.data import load_graph
-from distgcn.graph import normalized_adjacency
-from partition.metrics import partition_metrics
-from partition.models import compute_parts
+from distgcn.data.graph import normalized_adjacency
+from distgcn.partitioning.metrics import partition_metrics
+from distgcn.partitioning.models import compute_parts
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 GRAPHS = {

@@ -16,7 +16,7 @@ __all__ = list(_API)
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from . import api
+        from distgcn import api
 
         return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

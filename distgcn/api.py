@@ -17,18 +17,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from .config import DEFAULT_PARTITION_MODEL
-from .data import load_graph
-from .errors import InputError
-from .graph import Graph
-from .interop import from_networkx, from_pyg, from_scipy, to_networkx, to_scipy
-from .prepare import GraphOptions, prepare_graph, prepare_loaded_graph
-from .results import TrainResult, VertexRows
+from distgcn.config import DEFAULT_PARTITION_MODEL
+from distgcn.data import load_graph
+from distgcn.data.graph import Graph
+from distgcn.data.interop import (
+    from_networkx,
+    from_pyg,
+    from_scipy,
+    to_networkx,
+    to_scipy,
+)
+from distgcn.data.prepare import GraphOptions, prepare_graph, prepare_loaded_graph
+from distgcn.errors import InputError
+from distgcn.training.results import TrainResult, VertexRows
 
 if TYPE_CHECKING:
-    from .shard import Shard
-    from .config import RunConfig
-    from .transport import Transport
+    from distgcn.comm.transport import Transport
+    from distgcn.config import RunConfig
+    from distgcn.shard.rank_shard import Shard
 
 __all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx",
            "from_pyg", "from_scipy", "load_graph", "partition", "to_networkx", "to_scipy", "train"]
@@ -53,7 +59,7 @@ class Partition:
     info: dict
     """How the parts were computed: model, partitioner, preset, epsilon, seed, partition_s, versions."""
     metrics: dict
-    """Volume, messages, imbalance, connectivity-1, edge cut, ... (:func:`partition.metrics.partition_metrics`)."""
+    """Volume, messages, imbalance, connectivity-1, edge cut, ... (:func:`distgcn.partitioning.metrics.partition_metrics`)."""
     source: dict = field(repr=False)
     """How the graph was read, as meta.json records it: spec, symmetrize, feature_norm, random_features_seed."""
 
@@ -64,7 +70,7 @@ class Partition:
     @property
     def partition_id(self) -> str:
         """The id that ties shards and checkpoints to this graph and part vector."""
-        from .partition_dir import partition_id
+        from distgcn.shard.directory import partition_id
 
         return partition_id(self.graph.fingerprint(), self.parts, self.nparts)
 
@@ -73,11 +79,10 @@ class Partition:
 
         ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
         """
-        from partition.precompute import save_partition
-        from partition.shards import GraphData
-
-        from .partition_dir import check_output, input_paths
-        from .progress import NORMAL, QUIET, Progress
+        from distgcn.runtime.progress import NORMAL, QUIET, Progress
+        from distgcn.shard.cut import GraphData
+        from distgcn.shard.directory import check_output, input_paths
+        from distgcn.shard.write import save_partition
 
         inputs = input_paths(self.source.get("spec"))
         directory = check_output(out, force, inputs)
@@ -96,10 +101,9 @@ def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MOD
     (docs/partitioning.md). ``seed`` seeds the partitioner and, for a spec
     string, random features. A Graph passed in is not modified.
     """
-    from partition.metrics import partition_metrics
-    from partition.models import compute_parts
-
-    from .config import check_seed
+    from distgcn.config import check_seed
+    from distgcn.partitioning.metrics import partition_metrics
+    from distgcn.partitioning.models import compute_parts
 
     check_seed("partition", seed)  # before the load, and before a partitioner's C int could overflow
     prepared, a_hat, source = _prepare(graph, feature_norm, seed)
@@ -137,8 +141,8 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
     """
     import torch
 
-    from . import pipeline
-    from .collective import CollectiveInputError
+    from distgcn.comm.collective import CollectiveInputError
+    from distgcn.training import pipeline
 
     config = _config(source, dict(locals()))
     transport = transport if transport is not None else default_transport(config.compute.backend)
@@ -173,7 +177,7 @@ def default_transport(backend: str | None = None) -> Transport:
     """
     import torch
 
-    from .transport.setup import default_backend, detect, make_transport
+    from distgcn.comm.transport.setup import default_backend, detect, make_transport
 
     if backend is None:
         backend = default_backend(detect(os.environ), torch.cuda.is_available())
@@ -184,7 +188,7 @@ def default_transport(backend: str | None = None) -> Transport:
 
 def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, sp.csr_matrix, dict]:
     """The prepared graph, Â, and the description of its source that meta.json keeps."""
-    from .interop import from_pyg, is_pyg_data
+    from distgcn.data.interop import from_pyg, is_pyg_data
 
     if is_pyg_data(source):
         source = from_pyg(source)
@@ -199,7 +203,7 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
     else:
         raise InputError(f"expected a Graph, a torch_geometric Data, a graph spec or GraphOptions, "
                          f"got {type(source).__name__}")
-    from .partition_dir import graph_source
+    from distgcn.shard.directory import graph_source
 
     graph, a_hat = prepare_graph(options)
     return graph, a_hat, graph_source(options)
@@ -208,11 +212,10 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
 def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
                feature_norm: str, vertex_order: str) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
-    from partition.scatter import cut_and_scatter, startup_options
-
-    from .collective import agree
-    from .distribute import load_own_shard
-    from .partition_dir import META_FILE
+    from distgcn.comm.collective import agree
+    from distgcn.shard.directory import META_FILE
+    from distgcn.shard.distribute import load_own_shard
+    from distgcn.shard.scatter import cut_and_scatter, startup_options
 
     is_directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
     if transport.allgather_object(is_directory)[0]:
@@ -242,9 +245,17 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
 
 def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig:
     """The run's configuration from train's keywords, checked before any rank communicates."""
-    from .config import ComputeConfig, ConfigError, OutputConfig, ProgressConfig, RunConfig, SourceConfig, TrainConfig
-    from .partition_dir import META_FILE
-    from .pipeline import minibatch_config
+    from distgcn.config import (
+        ComputeConfig,
+        ConfigError,
+        OutputConfig,
+        ProgressConfig,
+        RunConfig,
+        SourceConfig,
+        TrainConfig,
+    )
+    from distgcn.shard.directory import META_FILE
+    from distgcn.training.pipeline import minibatch_config
 
     k = keywords
     directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()

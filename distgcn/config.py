@@ -16,14 +16,9 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import InputError, printable
-
-if TYPE_CHECKING:
-    import scipy.sparse as sp
-
-    from .sampling.reference.samplers import Sampler
+from distgcn.errors import InputError, printable
 
 DTYPES = ("float32", "float64")
 """Training dtypes (torch's of the same names)."""
@@ -36,12 +31,12 @@ FIRST_LAYERS = ("exact", "cached")
 """cached: Â·X once at setup, then a local first layer (dropout after the aggregation)."""
 COMMS = ("halo", "broadcast")
 KERNELS = ("auto", "torch", "scipy", "numba")
-"""Local SpMM kernels (``auto`` chooses by device: distgcn.spmm_kernels.choose_kernel)."""
+"""Local SpMM kernels (``auto`` chooses by device: distgcn.kernels.sparse.choose_kernel)."""
 BACKENDS = ("mpi", "gloo", "nccl")
 FEATURE_NORMS = ("row", "none")
 VERTEX_ORDERS = ("rcm", "natural")
 """How a shard numbers its own rows (meta.json's ``vertex_order``): reverse Cuthill-McKee of its owned block,
-or by global id (``partition/shards.py``)."""
+or by global id (``distgcn/shard/cut.py``)."""
 PARTITION_MODELS = ("random", "contiguous", "graph", "hypergraph", "stochastic", "external")
 """The models of ``distgcn partition --model`` (partition/models.py runs them)."""
 TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
@@ -242,11 +237,6 @@ class SamplerSpec:
     batch_size: int
     options: dict[str, Any] = field(default_factory=dict)
 
-    def build(self, a_hat: sp.spmatrix) -> Sampler:
-        from .sampling.reference.samplers import make_sampler
-
-        return make_sampler(self.name, a_hat, self.batch_size, **self.options)
-
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
 
@@ -262,7 +252,7 @@ class MinibatchConfig:
     norm_samples: int = 50
     """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Sampler options with defaults resolved (:func:`distgcn.minibatch.sampler_options`)."""
+    """Sampler options with defaults resolved (:func:`distgcn.training.sampler_choice.sampler_options`)."""
 
     def __post_init__(self) -> None:
         _positive("minibatch", "batch_size", self.batch_size)
@@ -337,7 +327,7 @@ class OutputConfig:
     resume: bool = False
     restart_metrics: bool = False
     """On resume, start a new metrics file after the checkpoint's epoch instead of continuing the old one (which
-    is refused if it is another run's or lacks epochs: distgcn.metrics_log.continued_records)."""
+    is refused if it is another run's or lacks epochs: distgcn.io.metrics_log.continued_records)."""
 
     def __post_init__(self) -> None:
         _require(bool(self.checkpoint_dir) or not (self.resume or self.checkpoint_every), "outputs.checkpoint_dir",

@@ -14,7 +14,7 @@ The environment fails in ways a user fixes too: a full disk, a file name the
 file system refuses, a symbolic link loop, a permission. Such an ``OSError``
 that names its file is bad input as well (:func:`as_input_error`), worded with
 what to do (:func:`describe_os_error`); the command line, the agreement of
-ranks (:mod:`distgcn.collective`) and the writers (:mod:`distgcn.safe_io`)
+ranks (:mod:`distgcn.comm.collective`) and the writers (:mod:`distgcn.io.safe_io`)
 all answer it so.
 """
 

@@ -1,8 +1,8 @@
 """The counter-based hash behind every keyed random choice of distgcn.
 
-Dropout masks (:mod:`distgcn.dropout`), distributed minibatches
+Dropout masks (:mod:`distgcn.nn.dropout`), distributed minibatches
 (:mod:`distgcn.sampling.distributed`) and the stochastic model's merging of
-identical nets (:mod:`partition.stochastic`) need random values that are a
+identical nets (:mod:`distgcn.partitioning.stochastic`) need random values that are a
 pure function of a key and a counter (a global row, a vertex, a walker id),
 not of a generator's state: then a rank computes the values of its own rows
 alone, and P ranks see exactly what one process would.

@@ -9,7 +9,7 @@ partition equals, exactly, the total number of H rows the SpMM ``Â H`` sends
 The pins of net ``j`` are column ``j`` of the CSC form of Â, so the
 hypergraph is built as the CSC ``indptr``/``indices`` arrays of the nonzero
 pattern, with no other copy of the structure on the Python side. Mt-KaHyPar
-reads it from an hMETIS file that numpy writes (:mod:`partition.hmetis`), not
+reads it from an hMETIS file that numpy writes (:mod:`distgcn.partitioning.hmetis`), not
 from one Python sequence per net (issue #16).
 """
 
@@ -22,20 +22,19 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ContextManager
 from importlib import resources
+from typing import ContextManager
 
 import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
-from distgcn.leftovers import scratch_directory
-from distgcn.progress import c_stdout_to_ticker
-from distgcn.threads import available_cores
-
-from .hmetis import write_hmetis
-from .tbb_memory import release_pooled_memory
-from .weights import vertex_weights
+from distgcn.io.leftovers import scratch_directory
+from distgcn.partitioning.hmetis import write_hmetis
+from distgcn.partitioning.tbb_memory import release_pooled_memory
+from distgcn.partitioning.weights import vertex_weights
+from distgcn.runtime.progress import c_stdout_to_ticker
+from distgcn.runtime.threads import available_cores
 
 __all__ = [
     "MTKAHYPAR_PRESETS",
@@ -109,7 +108,7 @@ def column_net(a_hat: sp.spmatrix, vertex_weight: str = "nonzeros") -> tuple[np.
     """(net_indptr, pins, vertex_weights) of the column-net hypergraph of ``a_hat``.
 
     ``net_indptr``/``pins`` are the CSC ``indptr``/``indices`` of the nonzero
-    pattern; ``vertex_weights`` are :func:`partition.weights.vertex_weights`
+    pattern; ``vertex_weights`` are :func:`distgcn.partitioning.weights.vertex_weights`
     under ``vertex_weight`` (default: the nonzeros of each row, at least 1).
     """
     a = a_hat.tocsr()
@@ -301,7 +300,7 @@ def hypergraph_parts(
 ):
     """Partition the rows of ``a_hat`` minimising km1 of the column-net hypergraph.
 
-    ``epsilon`` bounds every part's weight (:func:`partition.weights.vertex_weights`
+    ``epsilon`` bounds every part's weight (:func:`distgcn.partitioning.weights.vertex_weights`
     of its rows under ``vertex_weight``; default: their nonzeros) by
     ``(1 + epsilon) * ceil(total / nparts)`` -- the guarantee both tools give.
     ``partitioner`` is ``"mtkahypar"`` (presets: the tool's default, quality,
@@ -393,7 +392,7 @@ def partition_nets(
     input (each would add at most ``(nparts - 1) * weight`` to km1); None: those
     above :func:`large_net_pins` when there are more than :data:`AUTO_VCYCLES_MAX_PINS` pins; 0: none.
     ``info["km1_reported"]`` is then the km1 of the nets kept. ``while_tool_runs()`` is entered around the
-    partitioner's own run, when it needs no array of the caller's (:mod:`partition.spill` frees memory there).
+    partitioner's own run, when it needs no array of the caller's (:mod:`distgcn.shard.spill` frees memory there).
     """
     return _partition_nets(lambda: (indptr, pins, weights), int(pins.shape[0]), nparts, net_weights=net_weights,
                            epsilon=epsilon, seed=seed, partitioner=partitioner, preset=preset, threads=threads,

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from distgcn.errors import InputError
-from distgcn.leftovers import scratch_directory
-from distgcn.threads import available_cores
+from distgcn.io.leftovers import scratch_directory
+from distgcn.runtime.threads import available_cores
 
 __all__ = ["KAMINPAR_PRESETS", "DEFAULT_KAMINPAR_PRESET", "kaminpar_preset", "write_parhip", "load_graph",
            "kaminpar_parts"]

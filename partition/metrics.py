@@ -278,7 +278,7 @@ def summarize(nparts: int, n: int, nnz: int, *, sent: np.ndarray, received: np.n
               cut: int) -> dict:
     """The summary of :func:`partition_metrics` from per-part counts (each an array of P entries).
 
-    Also called with the counts each rank took of its own shard (``partition/rank_shards.py``): one place
+    Also called with the counts each rank took of its own shard (``distgcn/shard/rank_shards.py``): one place
     says what the summary holds.
     """
     part_weights = np.asarray(part_weights, dtype=np.float64)

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from distgcn.errors import InputError
+from distgcn.partitioning.metrics import validate_parts
 from distgcn.sampling.reference import Subgraph
-
-from .metrics import validate_parts
 
 __all__ = ["BatchEntries", "batch_entries", "minibatch_comm"]
 

@@ -27,17 +27,20 @@ import scipy.sparse as sp
 
 from distgcn.config import PARTITION_MODELS
 from distgcn.errors import InputError
-from distgcn.partition_dir import file_sha256
-
-from .external import external_parts
-from . import kaminpar_graph
-from .hypergraph import DEFAULT_PARTITIONER, DEFAULT_PRESET, hypergraph_parts  # noqa: F401 (re-export)
-from .hypergraph import HYPERGRAPH_PARTITIONERS
-from .weights import vertex_weights
+from distgcn.io.digests import file_sha256
+from distgcn.partitioning import kaminpar_graph
+from distgcn.partitioning.external import external_parts
+from distgcn.partitioning.hypergraph import (  # noqa: F401 (re-export)
+    DEFAULT_PARTITIONER,
+    DEFAULT_PRESET,
+    HYPERGRAPH_PARTITIONERS,
+    hypergraph_parts,
+)
+from distgcn.partitioning.weights import vertex_weights
 
 GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
 """Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it
-returns: their phase ticks from a process (distgcn.progress.Phase.outside_the_gil), as no thread of ours can run."""
+returns: their phase ticks from a process (distgcn.runtime.progress.Phase.outside_the_gil), as no thread of ours can run."""
 
 if TYPE_CHECKING:
     from distgcn.config import SamplerSpec
@@ -136,11 +139,11 @@ def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: in
     """k-way edge-cut partition of the undirected graph of ``a_hat`` by METIS or KaMinPar.
 
     ``partitioner`` None picks by size (:func:`graph_partitioner`). Vertex
-    weights: :func:`partition.weights.vertex_weights` (default: nonzeros of
+    weights: :func:`distgcn.partitioning.weights.vertex_weights` (default: nonzeros of
     the row of Â, the work of the row in the SpMM), unit edge costs; every
     part's weight stays within about ``(1 + epsilon)`` times the average
     (METIS: ``ufactor = int(1000 * epsilon)``). ``preset`` and ``threads``
-    are KaMinPar's (:func:`partition.kaminpar_graph.kaminpar_parts`); METIS
+    are KaMinPar's (:func:`distgcn.partitioning.kaminpar_graph.kaminpar_parts`); METIS
     runs on one thread and has no presets. Returns int64 part ids; with
     ``return_info`` also the settings for meta.json.
     """
@@ -254,12 +257,12 @@ def compute_parts(
     ``info`` holds model, partitioner, preset, epsilon, seed, nparts,
     partition_s (wall seconds of the partitioning call) and the versions of
     the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
-    :func:`partition.hypergraph.hypergraph_parts`). The stochastic model needs
+    :func:`distgcn.partitioning.hypergraph.hypergraph_parts`). The stochastic model needs
     ``sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes
-    ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`partition.stochastic`).
+    ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`distgcn.partitioning.stochastic`).
     ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
-    (:func:`partition.weights.vertex_weights`). The hypergraph model enters ``while_tool_runs()`` around
-    Mt-KaHyPar's or KaHyPar's own run, when nothing of Â is needed (:class:`partition.spill.Spill`).
+    (:func:`distgcn.partitioning.weights.vertex_weights`). The hypergraph model enters ``while_tool_runs()`` around
+    Mt-KaHyPar's or KaHyPar's own run, when nothing of Â is needed (:class:`distgcn.shard.spill.Spill`).
     """
     n = _check_matrix(a_hat)
     model = (model or "").lower()
@@ -307,7 +310,7 @@ def compute_parts(
         if sampler is None:
             raise InputError("the stochastic model needs a sampler (--sampler and --batch-size)")
         _check_epsilon(epsilon)
-        from .stochastic import stochastic_parts
+        from distgcn.partitioning.stochastic import stochastic_parts
 
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
         parts, extra = stochastic_parts(a_hat, nparts, sampler, **(shp or {}), epsilon=epsilon, seed=seed,

@@ -39,13 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.errors import InputError
 from distgcn.config import SamplerSpec
+from distgcn.errors import InputError
 from distgcn.hashing import GOLDEN, mix64
+from distgcn.partitioning.hypergraph import partition_nets
+from distgcn.partitioning.weights import vertex_weights
 from distgcn.sampling.reference import Sampler, Subgraph
-
-from .hypergraph import partition_nets
-from .weights import vertex_weights
+from distgcn.sampling.reference.samplers import sampler_for
 
 __all__ = ["DEFAULT_SHP_EPSILON", "DEFAULT_SHP_DELTA", "DEFAULT_SHP_COVERAGE", "MAX_COVERAGE_SAMPLES",
            "hoeffding_nets", "SampledNets", "subgraph_nets",
@@ -198,7 +198,7 @@ def stochastic_parts(a_hat: sp.spmatrix, nparts: int, spec: SamplerSpec, *, shp_
         shp["epsilon"] = DEFAULT_SHP_EPSILON if shp_epsilon is None else float(shp_epsilon)
         shp["delta"] = DEFAULT_SHP_DELTA if shp_delta is None else float(shp_delta)
         shp["nets_bound"] = hoeffding_nets(nparts, shp["epsilon"], shp["delta"])
-    sampler = spec.build(a_hat)  # checks the sampler's name and options, also when P = 1
+    sampler = sampler_for(spec, a_hat)  # checks the sampler's name and options, also when P = 1
     if nparts == 1:
         shp["samples"] = 0
         return np.zeros(n, dtype=np.int64), {"partitioner": None, "preset": None, "shp": shp}

@@ -124,7 +124,7 @@ def foreign_checkpoint(d: Path) -> list[str]:
 
 def resaved_shard(d: Path) -> list[str]:
     """A shard re-saved after partitioning with one label changed: its own checksum is valid again."""
-    from distgcn.shard import Shard
+    from distgcn.shard.rank_shard import Shard
 
     part = partition(d, "p", 1)
     shard = Shard.load(part / "shard-00000.npz")
@@ -276,7 +276,7 @@ def optimizer_state_of_another_shape(d: Path) -> list[str]:
 
     import torch
 
-    from distgcn.checkpoint import MAGIC
+    from distgcn.io.checkpoint import MAGIC
 
     graph = write(d, "g.txt", GOOD_EDGES)
     args = ["train", "--graph", str(graph), *TRAIN, "--checkpoint-dir", str(d / "ckpt")]

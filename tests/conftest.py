@@ -123,7 +123,7 @@ def run_distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: 
 
     ``args`` may be a function of the rank: an MPMD launch, each rank with its own arguments.
 
-    Each rank runs the command line's own pipeline (``distgcn.cli.main``); only
+    Each rank runs the command line's own pipeline (``distgcn.cli.main.main``); only
     the transport that ``train`` starts is swapped for the rank's in-process
     one. A failure on any rank is raised here once every rank has ended.
     ``train`` sets torch's thread count and the OpenMP variables for the whole
@@ -131,9 +131,9 @@ def run_distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: 
     """
     import torch
 
-    from distgcn.cli import main
-    from distgcn.transport import setup
-    from distgcn.transport.inprocess import InProcessTransport, run_ranks
+    from distgcn.cli.main import main
+    from distgcn.comm.transport import setup
+    from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
 
     local = threading.local()
 
@@ -172,7 +172,7 @@ def distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: int 
     ``env`` hold for the run only. Python warnings go to pytest, not to this
     stderr: a test that needs nothing else on stderr starts a process (run_distgcn).
     """
-    from distgcn.transport.inprocess import RankAborted
+    from distgcn.comm.transport.inprocess import RankAborted
 
     out, err = io.StringIO(), io.StringIO()
     here = Path.cwd()

@@ -39,8 +39,8 @@ def main() -> None:
     limit = int(sys.argv[1]) << 20
     import torch  # noqa: F401 - imported before the cap: what every command needs anyway
 
-    import distgcn.cli  # noqa: F401
-    import distgcn.pipeline  # noqa: F401
+    import distgcn.cli.main  # noqa: F401
+    import distgcn.training.pipeline  # noqa: F401
 
     resource.setrlimit(resource.RLIMIT_DATA, (data_bytes() + limit, resource.RLIM_INFINITY))
     print(json.dumps({"ready": True}), flush=True)

@@ -17,10 +17,18 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from distgcn.dropout import dropout_key, keyed_dropout
 from distgcn.hashing import uniforms
-from distgcn.sampling.distributed.keys import MOVE, POP, ROOTS, START, STEP, batch_key, stream_key
-from distgcn.model import glorot_weights
+from distgcn.nn.dropout import dropout_key, keyed_dropout
+from distgcn.nn.model import glorot_weights
+from distgcn.sampling.distributed.keys import (
+    MOVE,
+    POP,
+    ROOTS,
+    START,
+    STEP,
+    batch_key,
+    stream_key,
+)
 
 
 def _off_diagonal(a: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -13,8 +13,8 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from distgcn.dropout import dropout_key, keyed_dropout
-from distgcn.model import glorot_weights
+from distgcn.nn.dropout import dropout_key, keyed_dropout
+from distgcn.nn.model import glorot_weights
 
 
 def reference_train(a_hat: sp.csr_matrix, features: np.ndarray, labels: np.ndarray, train_mask: np.ndarray,

@@ -13,9 +13,9 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from distgcn.dropout import dropout_key, keyed_dropout
-from distgcn.gat import attention_key, edge_keep_mask, gat_parameters
-from distgcn.sage import sage_weights
+from distgcn.nn.dropout import dropout_key, keyed_dropout
+from distgcn.nn.gat import attention_key, edge_keep_mask, gat_parameters
+from distgcn.nn.sage import sage_weights
 
 
 def _setup(features, labels, train_mask, hidden, layers, dtype):

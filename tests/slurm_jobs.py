@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT, distgcn_in_process, run_distgcn
 from slurm_cluster import SlurmCluster
 
-from distgcn.checkpoint import NAME, list_checkpoints
-from distgcn.faults import SLOW_ENV
+from distgcn.io.checkpoint import NAME, list_checkpoints
+from distgcn.runtime.faults import SLOW_ENV
 
 EPOCHS = 200
 EPOCH_SECONDS = 0.1

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
-from distgcn.graph import normalized_adjacency
+from distgcn.data.graph import normalized_adjacency
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""distgcn/activation_buffers.py: a kept buffer is handed out again only when nothing refers to its memory, and
+"""distgcn/kernels/kept_buffers.py: a kept buffer is handed out again only when nothing refers to its memory, and
 training with kept buffers gives the bits of training without them."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import distgcn
-from distgcn import activation_buffers
-from distgcn.activation_buffers import kept_between_epochs
-from distgcn.dense import affine
-from distgcn.relu import relu_
+from distgcn.kernels import kept_buffers as activation_buffers
+from distgcn.kernels.dense import affine
+from distgcn.kernels.kept_buffers import kept_between_epochs
+from distgcn.nn.relu import relu_
 
 SPEC = "synthetic:sbm,n=240,classes=3,features=8,avg_degree=6"
 
@@ -130,7 +130,7 @@ def _train(ranks: int = 1, **keywords) -> list[distgcn.TrainResult]:
     settings = dict(epochs=4, layers=3, hidden=(16, 12), dropout=0.5, seed=2, **keywords)
     if ranks == 1:
         return [distgcn.train(SPEC, partition_model="random", threads=1, **settings)]
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     parts = distgcn.partition(SPEC, ranks, model="random")
     return run_ranks(ranks, lambda transport: distgcn.train(parts if transport.rank == 0 else None,

@@ -1,4 +1,4 @@
-"""Ranks that must agree (distgcn/agreement.py): a job whose ranks were given different settings, or read
+"""Ranks that must agree (distgcn/comm/agreement.py): a job whose ranks were given different settings, or read
 different partitions, stops on every rank with one line naming the first differing field and the ranks.
 
 The oracle for "which field differs" is the arguments each test gives each rank, not the module's own digests.
@@ -12,8 +12,20 @@ from pathlib import Path
 import pytest
 from conftest import distgcn_in_process, mpiexec
 
-from distgcn.agreement import RanksDisagree, agree_on_config, config_fields, digest_chunks, first_difference
-from distgcn.config import ComputeConfig, OutputConfig, RunConfig, SourceConfig, TrainConfig
+from distgcn.comm.agreement import (
+    RanksDisagree,
+    agree_on_config,
+    config_fields,
+    digest_chunks,
+    first_difference,
+)
+from distgcn.config import (
+    ComputeConfig,
+    OutputConfig,
+    RunConfig,
+    SourceConfig,
+    TrainConfig,
+)
 
 GRAPH = "synthetic:sbm,n=120,classes=3,features=6"
 TRAIN = ["--epochs", "2", "--quiet"]
@@ -98,7 +110,7 @@ def test_a_graph_on_one_rank_and_a_directory_on_another_is_refused(part2):
 def test_api_raises_a_config_error_on_every_rank(part2):
     """Through the API, different epochs per rank used to hang, different widths to exit 0 with other shapes."""
     from distgcn import api
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     def rank_main(transport):
         try:
@@ -113,7 +125,7 @@ def test_api_raises_a_config_error_on_every_rank(part2):
 
 
 def test_many_ranks_are_grouped_by_value():
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     def rank_main(transport):
         config = RunConfig(train=TrainConfig(epochs=3 if transport.rank in (2, 5) else 2))
@@ -129,7 +141,7 @@ def test_many_ranks_are_grouped_by_value():
 
 
 def test_agreement_is_one_reduction_when_the_ranks_agree():
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     calls = []
 

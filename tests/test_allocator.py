@@ -1,4 +1,4 @@
-"""``train``'s process keeps the memory an epoch frees (distgcn/allocator.py), counted in page faults.
+"""``train``'s process keeps the memory an epoch frees (distgcn/kernels/allocator.py), counted in page faults.
 
 The pattern is an epoch's: four 20 MB arrays alive at once, freed, allocated again. Each run is a fresh
 interpreter, since the setting is process-wide; the default run shows the faults the setting removes.
@@ -17,7 +17,7 @@ EPOCHS = """
 import resource, sys
 import numpy as np
 if sys.argv[1] == "keep":
-    from distgcn.allocator import keep_freed_memory
+    from distgcn.kernels.allocator import keep_freed_memory
     assert keep_freed_memory()
 def epoch():
     live = [np.ones(5_000_000, dtype=np.float32) for _ in range(4)]
@@ -45,7 +45,7 @@ def test_freed_activations_are_reused_without_page_faults():
 
 HUGE = """
 import sys
-from distgcn.allocator import prefer_huge_pages
+from distgcn.kernels.allocator import prefer_huge_pages
 if sys.argv[1] == "huge":
     assert prefer_huge_pages()
 import torch
@@ -74,5 +74,5 @@ def test_train_asks_torch_for_huge_pages_on_large_blocks():
 
 def test_the_train_command_is_reached_before_torch_is_imported():
     """prefer_huge_pages works only before torch's import: the CLI and train's module must not import it."""
-    code = "import sys, distgcn.cli, distgcn.commands.train; print('torch' in sys.modules)"
+    code = "import sys, distgcn.cli.main, distgcn.cli.train; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"

@@ -22,15 +22,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-
 from conftest import ROOT, mpiexec, run_distgcn_in_process
 
 import distgcn
-from distgcn.cli import main
+from distgcn.cli.main import main
+from distgcn.cli.stats_tables import stats_json
 from distgcn.config import ConfigError
+from distgcn.data.graph import Graph, normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import Graph, normalized_adjacency
-from partition.stats_command import stats_json
 
 SPEC = "synthetic:sbm,n=240,classes=3,features=8,avg_degree=6"
 MASKS = ("train_mask", "val_mask", "test_mask")
@@ -327,7 +326,7 @@ def api_export_script() -> types.ModuleType:
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_export_gathered_equals_per_rank(tmp_path, ranks):
     """P in-process ranks: the gathered file is the per-rank files merged, and matches one process's outputs."""
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     export_runs = api_export_script().export_runs
     partdir = tmp_path / "part"

@@ -6,7 +6,6 @@ The table in docs/reliability.md must show the line the program prints today.
 from __future__ import annotations
 
 import pytest
-
 from bad_inputs import CASES, messages, run_case, shown
 from conftest import ROOT
 

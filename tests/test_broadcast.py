@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import run_distgcn, run_distgcn_in_process
 
 N = 120

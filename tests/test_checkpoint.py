@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import run_distgcn, run_distgcn_in_process
 
-from distgcn.checkpoint import (
+from distgcn.errors import InputError
+from distgcn.io.checkpoint import (
     MAGIC,
     CheckpointError,
     RunIdentity,
@@ -35,7 +35,6 @@ from distgcn.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from distgcn.errors import InputError
 
 GRAPH = ["--graph", "synthetic:sbm,n=400,classes=3,features=8,seed=5"]
 EPOCHS = 7
@@ -58,7 +57,7 @@ def train(tmp_path: Path, name: str, extra: list[str], ranks: int = 2, dtype: st
     if capsys is None:
         proc = run_distgcn(args, ranks=ranks, env=env, timeout=120)
         return types.SimpleNamespace(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr), out
-    from distgcn.transport.inprocess import RankAborted
+    from distgcn.comm.transport.inprocess import RankAborted
 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in (env or {}).items():
@@ -347,7 +346,7 @@ def test_schema_errors_of_sound_bytes_are_checkpoint_errors(tmp_path):
 
 
 def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_a_resumed_one_takes_it(tmp_path):
-    from distgcn.checkpoint import checkpoint_dir
+    from distgcn.io.checkpoint import checkpoint_dir
 
     directory = tmp_path / "new" / "ckpt"
     assert checkpoint_dir(directory) == directory and directory.is_dir()
@@ -363,7 +362,7 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_a_resumed_one_take
 def test_restored_generators_draw_what_they_drew_after_the_capture(tmp_path):
     import random
 
-    from distgcn.checkpoint import capture_rng_states, restore_rng_states
+    from distgcn.io.checkpoint import capture_rng_states, restore_rng_states
 
     np.random.standard_normal()  # leaves a cached Gaussian in numpy's legacy state
     random.gauss(0.0, 1.0)  # and in Python's
@@ -379,8 +378,8 @@ def test_restored_generators_draw_what_they_drew_after_the_capture(tmp_path):
 def test_a_checkpoint_directory_that_is_a_file_or_locked_by_another_run_is_named(tmp_path):
     import fcntl
 
-    from distgcn.checkpoint import checkpoint_dir
-    from distgcn.safe_io import LOCK_NAME
+    from distgcn.io.checkpoint import checkpoint_dir
+    from distgcn.io.safe_io import LOCK_NAME
 
     a_file = tmp_path / "file"
     a_file.write_text("")
@@ -409,7 +408,7 @@ def test_only_regular_files_named_like_checkpoints_are_listed(tmp_path):
 @pytest.mark.parametrize("optimizer", ["adam", "sgd-momentum"])
 def test_optimizer_state_of_another_shape_is_refused_before_it_is_loaded(optimizer):
     """torch loads moments of any shape and fails in the first step; check_optimizer_state refuses them first."""
-    from distgcn.checkpoint import check_optimizer_state
+    from distgcn.io.checkpoint import check_optimizer_state
 
     weight = torch.nn.Parameter(torch.ones(4, 3))
     make = (lambda: torch.optim.Adam([weight], lr=0.1)) if optimizer == "adam" else \

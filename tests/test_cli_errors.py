@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, distgcn_in_process
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from distgcn.counters import CommCounters
-from distgcn.metrics_log import format_epoch
-from distgcn.transport.inprocess import InProcessTransport, run_ranks
-from distgcn.trainer import Trainer
-
 from conftest import run_distgcn_in_process
+
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
+from distgcn.io.metrics_log import format_epoch
+from distgcn.training.trainer import Trainer
 
 WAITS = {0: {"comm_wait_s": 0.9, "allreduce_s": 0.0}, 1: {"comm_wait_s": 0.0, "allreduce_s": 0.9}}
 """Rank 0 waits on halo rows for 0.9 s of its 1 s epoch, rank 1 on allreduces."""

@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from distgcn.cli import build_parser
-from distgcn.commands.options import field_flags
-from distgcn.config import (ConfigError, MinibatchConfig, ModelConfig, OutputConfig, RunConfig, SourceConfig,
-                            TrainConfig)
+from distgcn.cli.main import build_parser
+from distgcn.cli.options import field_flags
+from distgcn.config import (
+    ConfigError,
+    MinibatchConfig,
+    ModelConfig,
+    OutputConfig,
+    RunConfig,
+    SourceConfig,
+    TrainConfig,
+)
 from distgcn.errors import InputError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "distgcn"
@@ -153,7 +160,7 @@ def test_every_field_of_a_run_has_a_flag_of_train():
 ])
 def test_sampler_option_refusals_name_fields_the_command_line_words_as_its_flags(sampler, given, field, flags):
     """Checked once for the CLI and the API alike; a field path of any depth is worded as a flag."""
-    from distgcn.minibatch import sampler_options
+    from distgcn.training.sampler_choice import sampler_options
 
     with pytest.raises(ConfigError) as refused:
         sampler_options(sampler, 10, given)

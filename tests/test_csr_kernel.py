@@ -1,4 +1,4 @@
-"""Our CSR x dense loop (distgcn/csr_kernel.py): the products scipy gives, and training that does not change.
+"""Our CSR x dense loop (distgcn/kernels/csr.py): the products scipy gives, and training that does not change.
 
 The training comparison runs the command line's pipeline on in-process ranks (threads).
 """
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-
 from conftest import run_distgcn_in_process
-from distgcn import csr_kernel
+
 from distgcn.config import ConfigError
-from distgcn.spmm_kernels import NumbaBlock, choose_kernel
+from distgcn.kernels import csr as csr_kernel
+from distgcn.kernels.sparse import NumbaBlock, choose_kernel
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -292,7 +292,7 @@ def test_each_value_of_the_shared_counter_is_claimed_by_one_thread() -> None:
     threads would add its block twice into an accumulated product, a value skipped would leave its rows unwritten."""
     import numba
 
-    from distgcn import llvm_intrinsics as llvm
+    from distgcn.kernels import llvm_intrinsics as llvm
 
     @numba.njit(parallel=True)
     def claim_every_value(counter, claims, workers):

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from unittest import mock
 import json
-
+from unittest import mock
 
 from conftest import distgcn_in_process
 
 import distgcn
-from distgcn.cli import build_parser
+from distgcn.cli.main import build_parser
 from distgcn.config import DEFAULT_PARTITION_MODEL, SourceConfig
-from distgcn.partition_dir import read_meta
+from distgcn.shard.directory import read_meta
 
 SPEC = "synthetic:sbm,n=300,classes=3,features=8"
 
@@ -58,7 +57,7 @@ def test_train_graph_partitions_the_same_way_twice(tmp_path):
 
 def test_more_ranks_than_cores_is_one_warning_line(tmp_path):
     """4 ranks on a node of 2 cores: the comm share then measures waiting for a core (issue #22: 101.8%)."""
-    with mock.patch("distgcn.pipeline.available_cores", return_value=2):
+    with mock.patch("distgcn.training.pipeline.available_cores", return_value=2):
         crowded = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=4)
         roomy = distgcn_in_process(["train", "--graph", SPEC, "--epochs", "1", "--quiet"], ranks=2)
     assert crowded.returncode == roomy.returncode == 0, crowded.stderr + roomy.stderr
@@ -69,7 +68,7 @@ def test_more_ranks_than_cores_is_one_warning_line(tmp_path):
 
 def test_the_most_crowded_node_of_the_job_is_named_whichever_rank_is_on_it():
     """Rank 0's node may be roomy while another is oversubscribed: the warning looks at every rank's node."""
-    from distgcn.soundness import oversubscribed
+    from distgcn.training.soundness import oversubscribed
 
     roomy, crowded, worse = ("a", 2, 4), ("b", 4, 2), ("c", 6, 2)
     assert oversubscribed([roomy, roomy]) is None

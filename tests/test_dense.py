@@ -1,4 +1,4 @@
-"""distgcn/dense.py: the weight products in other operand layouts are still X·W, G·Wᵀ and Xᵀ·G."""
+"""distgcn/kernels/dense.py: the weight products in other operand layouts are still X·W, G·Wᵀ and Xᵀ·G."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from distgcn import dense
+from distgcn.kernels import dense
 
 
 @pytest.mark.parametrize("k,m", [(64, 8), (8, 64), (16, 16), (3, 1), (1, 5)])

@@ -1,10 +1,12 @@
-"""The packages depend one way: ``partition`` (the partition stage) imports ``distgcn``, never the reverse.
+"""The packages of distgcn are the pipeline's stages, and imports run one way: down the pipeline.
 
-Only the command layer, which sits above both stages and drives them, may
-import ``partition``; and no ``partition`` module may import the command
-layer. Imports are read from the source with :mod:`ast`, at every level
-(inside functions too, where a late import would hide a cycle), so nothing
-is imported or run here.
+Every package has a level (``LAYERS``, lowest first); a module imports only
+modules of its own package or of a lower level. The partition stage (the
+repository's ``partition/`` folder, installed as ``distgcn.partitioning``)
+sits below the shard and runtime packages, so it never imports them. No
+module imports another in a cycle. Imports are read from the source with
+:mod:`ast`, at every level (inside functions too, where a late import would
+hide a cycle), so nothing is imported or run here.
 """
 
 from __future__ import annotations
@@ -15,12 +17,39 @@ from pathlib import Path
 
 from conftest import ROOT
 
-COMMAND_LAYER = ("distgcn.cli", "distgcn.commands", "distgcn.api", "distgcn.pipeline")
-"""Modules (and packages, with everything under them) that drive both stages (docs/architecture.md)."""
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("distgcn.errors", "distgcn.hashing"),
+    ("distgcn.runtime",),
+    ("distgcn.config",),
+    ("distgcn.io",),
+    ("distgcn.comm",),
+    ("distgcn.data",),
+    ("distgcn.sampling.reference",),
+    ("distgcn.partitioning",),
+    ("distgcn.shard",),
+    ("distgcn.kernels",),
+    ("distgcn.spmm",),
+    ("distgcn.sampling",),
+    ("distgcn.nn",),
+    ("distgcn.memory",),
+    ("distgcn.training",),
+    ("distgcn.report",),
+    ("distgcn.api",),
+    ("distgcn.cli",),
+    ("distgcn.__main__", "distgcn"),
+)
+"""The pipeline's stages, lowest first (docs/architecture.md): a package imports only its own level and below.
+The single-process samplers (``sampling.reference``) are plain algorithms over Â that the partition stage's
+stochastic model uses; the distributed samplers (the rest of ``sampling``) run over shards and halo plans."""
+
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+"""(importing module, imported module) pairs that point up the pipeline, each with the reason it may."""
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[0] == "partition":
+        parts = ("distgcn", "partitioning", *parts[1:])
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -52,42 +81,111 @@ def called_name(call: ast.Call) -> str | None:
     return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
-def within(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
-def imports_of(package: str) -> Iterator[tuple[str, int, str]]:
-    """(module, line, imported module) for every module of a top-level package of the repository."""
-    for path in sorted((ROOT / package).rglob("*.py")):
+def level(name: str) -> int | None:
+    """The layer of a distgcn module (the most specific prefix that names one), or None outside distgcn."""
+    best: tuple[int, int] | None = None
+    for index, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if within(name, prefix) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def source_files() -> Iterator[Path]:
+    yield from sorted(path for path in (ROOT / "distgcn").rglob("*.py") if "partitioning" not in path.parts)
+    yield from sorted((ROOT / "partition").rglob("*.py"))
+
+
+def all_imports() -> Iterator[tuple[str, int, str]]:
+    """(module, line, imported distgcn module) for every module of the package."""
+    modules = {module_name(path) for path in source_files()}
+    for path in source_files():
         module = module_name(path)
         tree = ast.parse(path.read_text(), filename=str(path))
         for line, name in imported_modules(tree, module, path.name == "__init__.py"):
-            yield module, line, name
+            if name in modules and name != "distgcn":  # ``from distgcn import x`` imports x, not the face
+                yield module, line, name
 
 
-def violations(found: Iterator[tuple[str, int, str]]) -> str:
-    """One line per offending import statement (``from X import y`` is reported as X, not also X.y)."""
-    first = {}
+def upward_imports(found: Iterator[tuple[str, int, str]]) -> list[str]:
+    wrong = {}
     for module, line, name in found:
-        first.setdefault((module, line), name)
-    return "\n".join(f"{module}:{line} imports {name}" for (module, line), name in first.items())
+        here, there = level(module), level(name)
+        if there is not None and here is not None and there > here and (module, name) not in ALLOWED_UPWARD:
+            wrong.setdefault((module, line), f"{module}:{line} imports {name} ({LAYERS[there][0]} is above "
+                                             f"{LAYERS[here][0]})")
+    return list(wrong.values())
+
+
+def cycles(found: Iterator[tuple[str, int, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    graph: dict[str, set[str]] = {}
+    for module, _, name in found:
+        if name != module and not within(module, name):  # a package's own __init__ is not a dependency
+            graph.setdefault(module, set()).add(name)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in graph.get(node, ()):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in list(graph):
+        if node not in index:
+            visit(node)
+    return components
 
 
 def test_the_import_reader_sees_late_and_relative_imports():
-    source = ("import partition.models\nfrom ..partition_dir import META_FILE\n"
-              "def f():\n    from partition import shards\n    importlib.import_module('partition.scatter')\n")
+    source = ("import distgcn.partitioning.models\nfrom ..shard.directory import META_FILE\n"
+              "def f():\n    from distgcn.shard import cut\n    importlib.import_module('distgcn.shard.scatter')\n")
     found = {name for _, name in imported_modules(ast.parse(source), "distgcn.report.inputs")}
-    assert {"partition.models", "distgcn.partition_dir", "partition", "partition.shards",
-            "partition.scatter"} <= found
+    assert {"distgcn.partitioning.models", "distgcn.shard.directory", "distgcn.shard.cut",
+            "distgcn.shard.scatter"} <= found
 
 
-def test_only_the_command_layer_of_distgcn_imports_partition():
-    wrong = violations((module, line, name) for module, line, name in imports_of("distgcn")
-                       if within(name, ("partition",)) and not within(module, COMMAND_LAYER))
-    assert not wrong, "distgcn below the command layer must not import the partition stage: the command " \
-                      "layer passes in what the partition stage computes:\n" + wrong
+def test_every_package_has_a_layer():
+    packages = {module_name(path).split(".")[1] for path in source_files() if module_name(path) != "distgcn"}
+    unplaced = sorted(name for name in packages if level(f"distgcn.{name}") is None
+                      or LAYERS[level(f"distgcn.{name}")] == ("distgcn.__main__", "distgcn") and name != "__main__")
+    assert not unplaced, f"packages without a layer in LAYERS: {unplaced}"
 
 
-def test_partition_does_not_import_the_command_layer():
-    wrong = violations(found for found in imports_of("partition") if within(found[2], COMMAND_LAYER))
-    assert not wrong, "the partition stage must not import distgcn's command layer:\n" + wrong
+def test_imports_point_down_the_pipeline():
+    wrong = upward_imports(all_imports())
+    assert not wrong, "an import points up the pipeline; move the code down or the caller up:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    found = cycles(all_imports())
+    assert not found, "modules that import each other in a loop:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_checks_catch_an_upward_import_and_a_cycle():
+    assert upward_imports(iter([("distgcn.partitioning.models", 3, "distgcn.shard.cut")]))
+    assert not upward_imports(iter([("distgcn.shard.cut", 3, "distgcn.partitioning.models")]))
+    assert cycles(iter([("distgcn.nn.model", 1, "distgcn.nn.gat"), ("distgcn.nn.gat", 2, "distgcn.nn.model")]))

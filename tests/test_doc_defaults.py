@@ -13,13 +13,17 @@ import argparse
 import re
 
 import pytest
-
 from conftest import ROOT
 
-from distgcn.cli import build_parser
+from distgcn.cli.main import build_parser
 from distgcn.config import DEFAULT_PARTITION_MODEL
-from distgcn.threads import available_cores, default_threads
-from partition.stochastic import DEFAULT_SHP_COVERAGE, DEFAULT_SHP_DELTA, DEFAULT_SHP_EPSILON, MAX_COVERAGE_SAMPLES
+from distgcn.partitioning.stochastic import (
+    DEFAULT_SHP_COVERAGE,
+    DEFAULT_SHP_DELTA,
+    DEFAULT_SHP_EPSILON,
+    MAX_COVERAGE_SAMPLES,
+)
+from distgcn.runtime.threads import available_cores, default_threads
 
 DOCS = [path for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))] if path.name != "cli.md"]
 FLAG_VALUE_DEFAULT = re.compile(r"`(--[a-z-]+) ([^`\sA-Z][^`\s]*)`,? \(?(?:the )?default\b")

@@ -17,19 +17,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, distgcn_in_process, mpiexec
 from doc_commands import Shown, shell_blocks, shown_commands
 
-from distgcn import cli_reference
-from distgcn.cli import build_parser
+from distgcn.cli import reference as cli_reference
+from distgcn.cli.main import build_parser
 
 COMMANDS = list(shown_commands())
 
 
 def test_cli_reference_is_what_the_parser_says():
     doc = (ROOT / "docs" / "cli.md").read_text()
-    assert cli_reference.splice(doc) == doc, "regenerate: python -m distgcn.cli_reference --write docs/cli.md"
+    assert cli_reference.splice(doc) == doc, "regenerate: python -m distgcn.cli.reference --write docs/cli.md"
 
 
 def test_commands_were_found():

@@ -12,13 +12,20 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
-
-from distgcn import dropout, dropout_kernel
-from distgcn.dropout import (dropout_key, keyed_dropout, keyed_dropout_matmul, keyed_keep_mask, keyed_keep_values,
-                             scaled_keep_mask_torch)
-from distgcn.hashing import uniforms
 from conftest import devices
 from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
+
+from distgcn.hashing import uniforms
+from distgcn.kernels import dropout as dropout_kernel
+from distgcn.nn import dropout
+from distgcn.nn.dropout import (
+    dropout_key,
+    keyed_dropout,
+    keyed_dropout_matmul,
+    keyed_keep_mask,
+    keyed_keep_values,
+    scaled_keep_mask_torch,
+)
 
 
 def test_mask_is_pinned():
@@ -83,7 +90,7 @@ def test_compiled_pass_gives_the_numpy_mask_times_x_bitwise(dtype, width: int) -
 
 @pytest.mark.parametrize("device", devices())
 def test_mask_is_the_documented_hash_of_row_and_column(device: str):
-    """Each mask entry from its definition (distgcn/dropout_kernel.py's docstring), in Python ints: entry (r, j) of a
+    """Each mask entry from its definition (distgcn/kernels/dropout.py's docstring), in Python ints: entry (r, j) of a
     width-w mask is lane j mod 4 (16 bits, low lane first) of mix64(r · ceil(w/4) + key · GOLDEN + j div 4) mod 2**64,
     kept iff the lane is at least round(p · 65536). Checked for the dense mask, the entries of a sparse input, the
     torch form that GPU ranks compute, and at a p whose threshold equals one of the lanes (that entry is kept)."""
@@ -145,7 +152,7 @@ def test_hashing_wraps_modulo_2_64_without_a_warning():
 
 
 def test_cpu_dropout_takes_the_compiled_pass_and_stores_no_mask():
-    """On the CPU in float32/float64 the mask is never materialised (distgcn/memory.py counts no mask there)."""
+    """On the CPU in float32/float64 the mask is never materialised (distgcn/memory/prediction.py counts no mask there)."""
     x = torch.ones(8, 5, dtype=torch.float64)
     with mock.patch.object(dropout, "keyed_keep_mask", side_effect=AssertionError("mask built")):
         for dtype in (torch.float32, torch.float64):
@@ -161,7 +168,7 @@ def test_dropout_then_product_equals_the_two_steps(dtype, x_needs_grad: bool, ch
                                                    monkeypatch) -> None:
     """keyed_dropout_matmul gives the output and both gradients of keyed_dropout(x) @ w, on the compiled pass and
     on the mask path (bfloat16, as on a GPU), up to rounding: its products run in other operand layouts than @
-    (distgcn/dense.py), and in many slices (100 bytes: 1-3 rows each) the weight gradient sums the slices."""
+    (distgcn/kernels/dense.py), and in many slices (100 bytes: 1-3 rows each) the weight gradient sums the slices."""
     monkeypatch.setattr(dropout, "CHUNK_BYTES", chunk_bytes)
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(40, 12, generator=gen).to(dtype)
@@ -184,7 +191,7 @@ def test_dropout_then_product_equals_the_two_steps(dtype, x_needs_grad: bool, ch
 
 
 def test_dropout_then_product_keeps_only_its_inputs_for_the_backward() -> None:
-    """What autograd saves for dropout(x) @ w is x and w themselves: no dropped copy of x (distgcn/memory.py
+    """What autograd saves for dropout(x) @ w is x and w themselves: no dropped copy of x (distgcn/memory/prediction.py
     counts none), while the two-step form saves one."""
     x = torch.randn(30, 8, dtype=torch.float64, requires_grad=True)
     w = torch.randn(8, 3, dtype=torch.float64, requires_grad=True)
@@ -318,7 +325,7 @@ def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) ->
     which applies the ReLU in its kernels both ways; with that turned off (ReLU as its own autograd step) three
     steps of training give the same losses, logits and weight gradients bit for bit. Also checks the fold is taken
     (in training with dropout only) and that layer_outputs still lists the ReLU's output."""
-    from distgcn import model as model_module
+    from distgcn.nn import model as model_module
 
     gen = torch.Generator().manual_seed(3)
     n = 60

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, distgcn_in_process, mpiexec, run_distgcn
 from processes import alive, descendants, rank_pid
 
-from distgcn.checkpoint import list_checkpoints, read_checkpoint
-from distgcn.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_faults
+from distgcn.io.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.runtime.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_faults
 
 GRAPH = ["--graph", "synthetic:sbm,n=3000,classes=4,features=32,seed=8"]
 COMMON = ["--partition", "contiguous", "--hidden", "16", "--seed", "4", "--dtype", "float64", "--quiet"]

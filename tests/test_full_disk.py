@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import distgcn_in_process, run_distgcn
 
 EDGES = "0 1\n1 2\n2 3\n3 0\n0 2\n"
@@ -82,11 +81,11 @@ def test_partition_onto_a_full_disk_leaves_nothing(tmp_path, small_disk):
 
 
 def scratch_files(spec: str) -> int:
-    """How many files rank 0 writes for the ranks (partition/rank_shards.py) for ``spec`` with RANDOM_DATA."""
-    from distgcn.prepare import GraphOptions
-    from distgcn.progress import QUIET, Progress
-    from partition.precompute import load
-    from partition.rank_shards import write_scratch
+    """How many files rank 0 writes for the ranks (distgcn/shard/rank_shards.py) for ``spec`` with RANDOM_DATA."""
+    from distgcn.data.prepare import GraphOptions
+    from distgcn.runtime.progress import QUIET, Progress
+    from distgcn.shard.rank_shards import write_scratch
+    from distgcn.shard.write import load
 
     data, a_hat = load(GraphOptions(spec=spec, features=4, classes=2), Progress(QUIET))
     scratch = Path(spec).parent / "scratch"
@@ -160,8 +159,8 @@ def test_api_ranks_stop_together_when_the_metrics_disk_fills_up(tmp_path, small_
     """Through the API (no command line to abort the job) rank 0's failed write used to leave the other rank
     waiting in the next epoch's collectives: every rank now raises at the same epoch."""
     from distgcn import api
+    from distgcn.comm.transport.inprocess import run_ranks
     from distgcn.errors import InputError
-    from distgcn.transport.inprocess import run_ranks
 
     disk = small_disk("size=8k")
     metrics = disk / "m.jsonl"

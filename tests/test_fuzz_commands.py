@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from bad_inputs import messages, ogb_directory
 from conftest import ROOT, distgcn_in_process
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tiny_datasets import make_musae, make_planetoid
 
 EXAMPLES = int(os.environ.get("DISTGCN_FUZZ_EXAMPLES", "20"))

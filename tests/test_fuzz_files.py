@@ -19,18 +19,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_distgcn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_distgcn
-
-from distgcn.checkpoint import MAGIC, RunIdentity, capture_rng_states, newest_checkpoint, read_checkpoint
+from distgcn.cli.jobs import load_metrics
+from distgcn.cli.stats_tables import stats_json
+from distgcn.data.prepare import GraphOptions
 from distgcn.errors import InputError
-from distgcn.commands.jobs import load_metrics
-from distgcn.prepare import GraphOptions
+from distgcn.io.checkpoint import (
+    MAGIC,
+    RunIdentity,
+    capture_rng_states,
+    newest_checkpoint,
+    read_checkpoint,
+)
 from distgcn.report.inputs import load_inputs
-from partition.precompute import write_partition
-from partition.stats_command import stats_json
+from distgcn.shard.write import write_partition
 
 FILES = settings(max_examples=60, deadline=None, derandomize=True,
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

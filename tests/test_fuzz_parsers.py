@@ -14,16 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
-
+from distgcn.data.graph import Graph
 from distgcn.data.matrix_market import load_matrix_market
 from distgcn.data.metis import load_metis
 from distgcn.data.snap import load_snap
 from distgcn.errors import InputError
-from distgcn.graph import Graph
 
 EXAMPLES = int(os.environ.get("DISTGCN_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 300,

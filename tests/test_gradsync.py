@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from distgcn.counters import CommCounters
-from distgcn.gradsync import GradientSync
-from distgcn.transport.inprocess import InProcessTransport, run_ranks
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.gradsync import GradientSync
+from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
 
 OUT, IN = 2, 3
 

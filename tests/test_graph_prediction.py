@@ -8,14 +8,22 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import run_distgcn_in_process
-from distgcn.cli import main
+
+from distgcn.cli.main import main
 from distgcn.config import ModelConfig
-from distgcn.graph_prediction import (GraphSpec, epoch_exchange_widths, expected_senders, parse_spec, predict_graph,
-                                      partitioning_bytes, random_halo_rows, shard_sizes)
-from distgcn.memory import ShardSizes, predict
-from partition.models import random_parts
+from distgcn.memory.from_sizes import (
+    GraphSpec,
+    epoch_exchange_widths,
+    expected_senders,
+    parse_spec,
+    partitioning_bytes,
+    predict_graph,
+    random_halo_rows,
+    shard_sizes,
+)
+from distgcn.memory.prediction import ShardSizes, predict
+from distgcn.partitioning.models import random_parts
 
 
 def a_hat_with_column_degrees(degrees: np.ndarray, seed: int) -> sp.csr_matrix:
@@ -116,7 +124,7 @@ def test_epoch_halo_traffic_is_what_training_measures(tmp_path, layers, hidden, 
 def test_partitioning_floor_is_the_arrays_the_partitioning_process_holds():
     """Â's CSR as scipy and prepare.py build it, float32 features and the int64 part vector: sizes of real arrays
     for a small graph, and int64 indices past 2^31 nonzeros (papers100M)."""
-    from distgcn.graph import normalized_adjacency
+    from distgcn.data.graph import normalized_adjacency
 
     a_hat = normalized_adjacency(a_hat_with_column_degrees(np.full(500, 4), seed=0))
     features, parts = np.zeros((500, 7), dtype=np.float32), random_parts(500, 3)

@@ -11,10 +11,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from conftest import ROOT, run_mpi_script
 
-from distgcn.transport.inprocess import run_ranks
+from distgcn.comm.transport.inprocess import run_ranks
 
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
 from spmm_check import check_rank, make_graph  # noqa: E402 - the same code and seeded graph the ranks run
@@ -84,12 +83,12 @@ def test_the_halo_buffer_is_allocated_once_and_serves_the_backward_partials_too(
     dtype) that every forward and reverse exchange reuses; the partials go in the forward's halo buffer."""
     import numpy as np
     import torch
-
-    from distgcn.counters import CommCounters
-    from distgcn.graph import Graph, normalized_adjacency
-    from distgcn.halo import HaloExchanger, HaloPlan
-    from partition.shards import iter_shards
     from spmm_check import make_parts
+
+    from distgcn.comm.counters import CommCounters
+    from distgcn.data.graph import Graph, normalized_adjacency
+    from distgcn.shard.cut import iter_shards
+    from distgcn.spmm.halo import HaloExchanger, HaloPlan
 
     def rank_main(transport) -> tuple[list[int], int]:
         adj = make_graph(N, EDGES, SEED, True)

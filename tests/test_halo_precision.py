@@ -18,15 +18,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-
 from conftest import ROOT, run_distgcn, run_mpi_script
 
-from distgcn.cli import build_parser
-from distgcn.graph import normalized_adjacency
-from distgcn.transport.inprocess import run_ranks
+from distgcn.cli.main import build_parser
+from distgcn.comm.transport.inprocess import run_ranks
+from distgcn.data.graph import normalized_adjacency
 
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
-from halo_precision_check import WIDTH, check_rank, inputs  # the code the ranks run, the inputs they generated
+from halo_precision_check import (  # the code the ranks run, the inputs they generated
+    WIDTH,
+    check_rank,
+    inputs,
+)
 from spmm_check import make_graph  # the graph the ranks built
 
 WIRE = {"bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 import torch
 from conftest import devices
-
 from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
 
-from distgcn.hashing import GOLDEN, as_int64, derive_key, mix64, mix64_inplace, mix64_int64_inplace, uniforms
+from distgcn.hashing import (
+    GOLDEN,
+    as_int64,
+    derive_key,
+    mix64,
+    mix64_inplace,
+    mix64_int64_inplace,
+    uniforms,
+)
 
 
 def test_mix64_gives_splitmix64s_published_outputs():

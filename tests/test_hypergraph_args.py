@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import partition.hypergraph as hg
+import distgcn.partitioning.hypergraph as hg
 from distgcn.errors import InputError
 
 # stored entries: (0, 0) (0, 1) (1, 1) (2, 0) (2, 1) (2, 2), and (1, 2) = 0.0, which is no nonzero

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import partition.hypergraph as hg
+import distgcn.partitioning.hypergraph as hg
 from distgcn.errors import InputError
-from partition.hmetis import render_tokens, write_hmetis
+from distgcn.partitioning.hmetis import render_tokens, write_hmetis
 
 
 def test_tokens_render_as_decimal_text_with_their_separators():
@@ -20,7 +20,7 @@ def test_tokens_render_as_decimal_text_with_their_separators():
 
 
 def test_the_file_by_hand(tmp_path, monkeypatch):
-    monkeypatch.setattr("partition.hmetis._CHUNK_TOKENS", 2)  # several chunks, and a net longer than one
+    monkeypatch.setattr("distgcn.partitioning.hmetis._CHUNK_TOKENS", 2)  # several chunks, and a net longer than one
     path = tmp_path / "h.hgr"
     write_hmetis(path, np.array([0, 2, 5, 6]), np.array([0, 2, 0, 1, 2, 2]), np.array([2, 1, 13]),
                  np.array([1, 7, 1]))

@@ -15,8 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from distgcn.transport.base import Transport
-from distgcn.transport.inprocess import InProcessTransport, RankAborted, World, run_ranks
+from distgcn.comm.transport.base import Transport
+from distgcn.comm.transport.inprocess import (
+    InProcessTransport,
+    RankAborted,
+    World,
+    run_ranks,
+)
 
 
 def payload(source: int, dest: int, rows: int = 3, dtype: torch.dtype = torch.float64) -> torch.Tensor:

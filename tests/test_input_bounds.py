@@ -18,14 +18,15 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
-from distgcn import memory
+
 from distgcn.data import load_graph
 from distgcn.data._text import line_blocks, read_bytes
 from distgcn.data.ogb import read_int_table
 from distgcn.data.snap import PAIR_BYTES, read_edge_ids
 from distgcn.errors import InputError
+from distgcn.io import limits
+from distgcn.memory import prediction as memory
 
 MIB = 1 << 20
 BOMB_BYTES = 512 * MIB
@@ -42,13 +43,13 @@ def gzip_of_spaces(nbytes: int, head: bytes = b"", tail: bytes = b"") -> bytes:
 
 def node_has(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
     """This node's available memory, as the readers ask for it."""
-    monkeypatch.setattr(memory, "available_bytes", lambda device, ranks_on_node: nbytes)
+    monkeypatch.setattr(limits, "available_bytes", lambda device, ranks_on_node: nbytes)
 
 
 # --- the command, measured -----------------------------------------------------------------------------
 
 PEAK = ("import resource, sys\n"
-        "from distgcn.cli import main\n"
+        "from distgcn.cli.main import main\n"
         "code = main(sys.argv[1:])\n"
         "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
         "sys.exit(code)\n")
@@ -144,7 +145,7 @@ def test_a_plain_file_is_refused_by_its_size_before_it_is_read(tmp_path, monkeyp
 def test_an_edge_list_is_refused_at_the_line_where_its_edges_outgrow_the_memory(tmp_path, monkeypatch):
     path = tmp_path / "g.txt.gz"
     path.write_bytes(gzip.compress(b"".join(b"%d %d\n" % (i, i + 1) for i in range(100))))
-    per_edge = PAIR_BYTES + memory.EDGE_BYTES
+    per_edge = PAIR_BYTES + limits.EDGE_BYTES
     node_has(monkeypatch, 100 * per_edge)
     assert len(read_edge_ids(path, block_bytes=64)[0]) == 100
     node_has(monkeypatch, 100 * per_edge - 1)

@@ -7,16 +7,21 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import distgcn_in_process
 
+from distgcn.data.graph import normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import normalized_adjacency
-from partition import models
-from partition.kaminpar_graph import load_graph, write_parhip
-from partition.metrics import partition_metrics
-from partition.models import compute_parts, graph_partitioner, graph_parts, random_parts, symmetric_graph
-from partition.weights import vertex_weights
+from distgcn.partitioning import models
+from distgcn.partitioning.kaminpar_graph import load_graph, write_parhip
+from distgcn.partitioning.metrics import partition_metrics
+from distgcn.partitioning.models import (
+    compute_parts,
+    graph_partitioner,
+    graph_parts,
+    random_parts,
+    symmetric_graph,
+)
+from distgcn.partitioning.weights import vertex_weights
 
 
 def planted(blocks: int = 4, size: int = 50, seed: int = 3) -> sp.csr_matrix:
@@ -176,7 +181,7 @@ def test_partition_command_refuses_kaminpar_for_another_model_before_loading(tmp
 
 def test_training_that_partitions_at_startup_runs_kaminpar_on_one_thread(tmp_path, monkeypatch):
     """train --graph --partition graph must partition the same way again on resume: KaMinPar on one thread."""
-    from partition import kaminpar_graph
+    from distgcn.partitioning import kaminpar_graph
 
     seen = []
     real = kaminpar_graph.kaminpar_parts
@@ -194,7 +199,7 @@ def test_training_that_partitions_at_startup_runs_kaminpar_on_one_thread(tmp_pat
 
 
 def test_a_full_temporary_folder_is_named_with_the_size_needed(monkeypatch):
-    from partition import kaminpar_graph
+    from distgcn.partitioning import kaminpar_graph
 
     def no_room(*_args):
         raise OSError(28, "No space left on device")

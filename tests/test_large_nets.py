@@ -1,20 +1,19 @@
-"""Large graphs leave their largest nets out of the hypergraph partitioner's input (partition.hypergraph
+"""Large graphs leave their largest nets out of the hypergraph partitioner's input (distgcn.partitioning.hypergraph
 ``max_net_pins``): what the partitioner gets, what it reports, and the bound on what the nets left out can cost,
 checked against the km1 of the whole hypergraph counted net by net."""
 
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from distgcn.graph import normalized_adjacency
-from partition import hypergraph as hg_mod
-from partition.hypergraph import column_net, hypergraph_parts
+from distgcn.data.graph import normalized_adjacency
+from distgcn.partitioning import hypergraph as hg_mod
+from distgcn.partitioning.hypergraph import column_net, hypergraph_parts
 
 EPS = 0.03
 

@@ -22,17 +22,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import distgcn_in_process
 from processes import alive, descendants, rank_pid, unused_pid
 from test_signals import _assert_one_line, _kill_group, _shared_memory_names, _start
 
-from distgcn import safe_io, signals
 from distgcn.errors import InputError
-from distgcn.faults import SLOW_WRITE_ENV
-from distgcn.partition_dir import remove_abandoned_staging, staging_directory
-from distgcn.leftovers import abandoned_by, host_tag, owned_name, scratch_directory
-from distgcn.safe_io import WEIGHTS, write_npz
+from distgcn.io import safe_io
+from distgcn.io.leftovers import abandoned_by, host_tag, owned_name, scratch_directory
+from distgcn.io.safe_io import WEIGHTS, write_npz
+from distgcn.runtime import signals
+from distgcn.runtime.faults import SLOW_WRITE_ENV
+from distgcn.shard.directory import remove_abandoned_staging, staging_directory
 
 GRAPH = "synthetic:sbm,n=600,classes=4,features=16,seed=8"
 TRAIN = ["train", "--graph", GRAPH, "--partition", "contiguous", "--quiet"]
@@ -222,7 +222,7 @@ def test_a_rerun_of_report_removes_the_earlier_reports_figures_it_does_not_draw(
     pytest.importorskip("matplotlib")
     from test_output_contract import _metrics_file
 
-    from distgcn.cli import main
+    from distgcn.cli.main import main
 
     first, second = _metrics_file(tmp_path / "first.jsonl"), _metrics_file(tmp_path / "second.jsonl")
     out = tmp_path / "report"

@@ -11,8 +11,8 @@ import scipy.sparse as sp
 from tiny_datasets import make_musae, make_planetoid, write
 
 from distgcn.data import UNLABELLED_SPLIT, detect_format, load_graph, save_npz
+from distgcn.data.graph import Graph, normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import Graph, normalized_adjacency
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -536,7 +536,7 @@ def npz_without(tmp_path: Path, *keys: str, **arrays: np.ndarray) -> Path:
 def test_a_graph_without_masks_is_told_that_it_lacks_the_masks(tmp_path):
     """Before: an .npz with features and labels but no masks was told it had no features or labels, and,
     given --features/--classes, that it had them."""
-    from distgcn.prepare import GraphOptions, prepare_graph
+    from distgcn.data.prepare import GraphOptions, prepare_graph
 
     path = npz_without(tmp_path, "train_mask", "val_mask", "test_mask")
     with pytest.raises(InputError) as info:
@@ -557,7 +557,7 @@ def test_a_graph_without_masks_is_told_that_it_lacks_the_masks(tmp_path):
 def test_features_must_be_real_numbers_in_at_least_one_column(tmp_path):
     """Before: complex features lost their imaginary part, and 0 columns trained at chance."""
     from distgcn import from_scipy
-    from distgcn.prepare import prepare_loaded_graph
+    from distgcn.data.prepare import prepare_loaded_graph
 
     expect_error(npz_without(tmp_path, features=np.ones((2, 3), np.complex128) * 1j), "g.npz: features holds "
                  "complex numbers (complex128): expected real numbers (the imaginary part would be dropped)")

@@ -1,4 +1,4 @@
-"""distgcn.steps.cross_entropies (compiled on the CPU, torch's operations elsewhere) and the predicted classes: the
+"""distgcn.training.steps.cross_entropies (compiled on the CPU, torch's operations elsewhere) and the predicted classes: the
 per-row cross-entropy and its gradient against a float64 numpy oracle, argmax against numpy's."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from distgcn import logits_kernel
-from distgcn.steps import cross_entropies
+from distgcn.kernels import logits as logits_kernel
+from distgcn.training.steps import cross_entropies
 
 
 def _oracle(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +54,7 @@ def test_large_logits_do_not_overflow(loss_path) -> None:
 
 def test_the_backward_keeps_only_one_gradient_row_a_row(loss_path) -> None:
     """What autograd keeps for the loss: each row's gradient (the size of the logits) and the row positions;
-    autograd's own backward of the same expression kept more (distgcn/steps.py)."""
+    autograd's own backward of the same expression kept more (distgcn/training/steps.py)."""
     logits = torch.randn(500, 8, dtype=torch.float64, requires_grad=True)
     labels = torch.randint(0, 8, (500,))
     saved: list[torch.Tensor] = []
@@ -72,7 +72,7 @@ def test_the_backward_keeps_only_one_gradient_row_a_row(loss_path) -> None:
 def test_the_loss_of_some_rows_is_the_loss_of_their_selection_bit_for_bit(kept: bool, monkeypatch, loss_path) -> None:
     """``rows``: the loss of those rows and a gradient of all the logits, zero elsewhere, the bits autograd gives
     through index_select (also when the gradient's buffer is a kept one, reused and so not zero beforehand)."""
-    from distgcn import activation_buffers
+    from distgcn.kernels import kept_buffers as activation_buffers
 
     monkeypatch.setattr(activation_buffers, "MIN_BYTES", 0)
     gen = torch.Generator().manual_seed(4)

@@ -1,4 +1,4 @@
-"""distgcn/memory.py's terms against the real objects they count, and worked examples for the rest.
+"""distgcn/memory/prediction.py's terms against the real objects they count, and worked examples for the rest.
 
 Each rank of the in-process transport builds its shard of a small seeded graph
 (directed or not), the distributed Â in each kernel's form and a halo exchanger,
@@ -16,21 +16,21 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
 
-from distgcn import memory
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
 from distgcn.config import ConfigError, ModelConfig, TrainConfig
-from distgcn.counters import CommCounters
+from distgcn.data.graph import Graph, normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import Graph, normalized_adjacency
-from distgcn.halo import HaloExchanger, HaloPlan
-from distgcn.model import GCN
-from distgcn.shard import Shard
-from distgcn.spmm import DistributedAdjacency, is_symmetric, spmm
-from distgcn.transport.inprocess import InProcessTransport, run_ranks
-from distgcn.trainer import Trainer, make_optimizer
-from partition.shards import iter_shards
+from distgcn.io import limits
+from distgcn.memory import prediction as memory
+from distgcn.nn.model import GCN
+from distgcn.shard.cut import iter_shards
+from distgcn.shard.rank_shard import Shard
+from distgcn.spmm.halo import HaloExchanger, HaloPlan
+from distgcn.spmm.product import DistributedAdjacency, is_symmetric, spmm
+from distgcn.training.trainer import Trainer, make_optimizer
 
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
 from spmm_check import make_graph, make_parts  # noqa: E402 - the seeded graphs of the halo tests
@@ -251,22 +251,22 @@ MEMINFO = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailabl
 
 def test_available_bytes_shares_the_node_s_memavailable_between_its_ranks(monkeypatch):
     real = memory.Path.read_text
-    monkeypatch.setattr(memory.Path, "read_text",
+    monkeypatch.setattr(limits.Path, "read_text",
                         lambda self, *a, **k: MEMINFO if str(self) == "/proc/meminfo" else real(self, *a, **k))
-    assert memory.available_bytes(None, 1) == 7000001 * 1024
-    assert memory.available_bytes(torch.device("cpu"), 3) == 7000001 * 1024 // 3
-    assert memory.available_bytes(None, 0) == 7000001 * 1024  # no rank count known: the whole node
+    assert limits.available_bytes(None, 1) == 7000001 * 1024
+    assert limits.available_bytes(torch.device("cpu"), 3) == 7000001 * 1024 // 3
+    assert limits.available_bytes(None, 0) == 7000001 * 1024  # no rank count known: the whole node
 
 
 def test_available_bytes_is_unknown_without_meminfo_and_the_device_s_free_memory_on_a_gpu(monkeypatch):
     def unreadable(self, *a, **k):
         raise OSError("no /proc")
-    monkeypatch.setattr(memory.Path, "read_text", unreadable)
-    assert memory.available_bytes(None, 1) is None
+    monkeypatch.setattr(limits.Path, "read_text", unreadable)
+    assert limits.available_bytes(None, 1) is None
     asked = []
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (123456789, 2 * 10**9))
     gpu = type("Device", (), {"type": "cuda"})()
-    assert memory.available_bytes(gpu, 4) == 123456789
+    assert limits.available_bytes(gpu, 4) == 123456789
     assert asked == [gpu]
 
 
@@ -275,30 +275,30 @@ def node_has(monkeypatch, value: int | None) -> None:
     def available(device, ranks_on_node):
         assert device is None and ranks_on_node == 1
         return value
-    monkeypatch.setattr(memory, "available_bytes", available)
+    monkeypatch.setattr(limits, "available_bytes", available)
 
 
 def test_declared_sizes_are_refused_one_byte_beyond_the_file_or_the_memory(monkeypatch, tmp_path):
     node_has(monkeypatch, 3 * 40 + 5 * 16 + 7)
     path = tmp_path / "g.mtx"
-    memory.check_declared_size(path, 2, "header", vertices=3, entries=5, extra_bytes=7, min_file_bytes=100,
+    limits.check_declared_size(path, 2, "header", vertices=3, entries=5, extra_bytes=7, min_file_bytes=100,
                                file_bytes=100)
     node_has(monkeypatch, 3 * 40 + 5 * 16)
-    memory.check_declared_size(path, 2, "header", vertices=3, entries=5)  # no extra bytes unless given
+    limits.check_declared_size(path, 2, "header", vertices=3, entries=5)  # no extra bytes unless given
     node_has(monkeypatch, 3 * 40 + 5 * 16 + 7)
     with pytest.raises(InputError) as err:
-        memory.check_declared_size(path, 2, "header declares 3", vertices=3, entries=5, min_file_bytes=101,
+        limits.check_declared_size(path, 2, "header declares 3", vertices=3, entries=5, min_file_bytes=101,
                                    file_bytes=100)
     assert str(err.value).endswith("g.mtx:2: header declares 3: the file would hold at least 101 bytes but has 100")
     for too_big in ({"vertices": 4, "entries": 5, "extra_bytes": 0}, {"vertices": 3, "entries": 6, "extra_bytes": 0},
                     {"vertices": 3, "entries": 5, "extra_bytes": 8}):
         with pytest.raises(InputError, match="g.mtx:2: spec: loading needs at least 0.0 GiB but this node has 0.0 GiB"):
-            memory.check_declared_size(path, 2, "spec", **too_big)
+            limits.check_declared_size(path, 2, "spec", **too_big)
     node_has(monkeypatch, 2**31)
     with pytest.raises(InputError, match="needs at least 3.0 GiB but this node has 2.0 GiB available"):
-        memory.check_declared_size(path, None, "spec", vertices=0, entries=3 * 2**30 // 16)
+        limits.check_declared_size(path, None, "spec", vertices=0, entries=3 * 2**30 // 16)
     node_has(monkeypatch, None)
-    memory.check_declared_size(path, None, "spec", vertices=10**15, entries=10**15)
+    limits.check_declared_size(path, None, "spec", vertices=10**15, entries=10**15)
 
 
 def test_npz_arrays_are_refused_beyond_the_archive_or_the_memory(monkeypatch, tmp_path):
@@ -306,22 +306,22 @@ def test_npz_arrays_are_refused_beyond_the_archive_or_the_memory(monkeypatch, tm
     np.savez(path, x=np.zeros((4, 3), np.float64), y=np.zeros(5, np.int32))
     total = 4 * 3 * 8 + 5 * 4
     node_has(monkeypatch, total)
-    memory.check_npz_arrays(path)
+    limits.check_npz_arrays(path)
     node_has(monkeypatch, total - 1)
     with pytest.raises(InputError, match="a.npz: arrays of 0.0 GiB but this node has 0.0 GiB available"):
-        memory.check_npz_arrays(path)
+        limits.check_npz_arrays(path)
     node_has(monkeypatch, None)
-    memory.check_npz_arrays(path)
+    limits.check_npz_arrays(path)
     text = tmp_path / "t.npz"
     text.write_text("not a zip archive")
-    memory.check_npz_arrays(text)  # left to np.load to report
+    limits.check_npz_arrays(text)  # left to np.load to report
     versions = tmp_path / "v.npz"
     total = write_npz_versions(versions)
     node_has(monkeypatch, total)
-    memory.check_npz_arrays(versions)
+    limits.check_npz_arrays(versions)
     node_has(monkeypatch, total - 1)
     with pytest.raises(InputError, match="v.npz: arrays of"):
-        memory.check_npz_arrays(versions)
+        limits.check_npz_arrays(versions)
 
 
 def test_npz_arrays_beyond_the_memory_are_reported_in_gib(monkeypatch, tmp_path):
@@ -333,7 +333,7 @@ def test_npz_arrays_beyond_the_memory_are_reported_in_gib(monkeypatch, tmp_path)
                 fh.write(bytes(2**22))
     node_has(monkeypatch, 2**28 - 1)
     with pytest.raises(InputError, match="big.npz: arrays of 0.2 GiB but this node has 0.2 GiB available"):
-        memory.check_npz_arrays(path)
+        limits.check_npz_arrays(path)
 
 
 def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
@@ -344,7 +344,7 @@ def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
                 np.lib.format.write_array(fh, np.zeros((3, 2), dtype=np.float32), version=version)
         with archive.open("c.npy", "w") as fh:  # version 3 headers are skipped, not read as 1.0
             np.lib.format.write_array(fh, np.zeros(5, dtype=np.int64), version=(3, 0))
-    memory.check_npz_arrays(path)
+    limits.check_npz_arrays(path)
     for name, version in (("a.npy", (1, 0)), ("b.npy", (2, 0))):
         forged = tmp_path / f"forged-{version[0]}.npz"
         with zipfile.ZipFile(forged, "w") as archive:
@@ -355,13 +355,13 @@ def test_npz_array_declaring_one_byte_more_than_stored_is_refused(tmp_path):
                 fh.write(np.zeros(5, np.float32).tobytes())  # 20 of the 24 bytes declared
         with pytest.raises(InputError, match=rf"forged-{version[0]}.npz: array {name[0]} declares shape \(3, 2\) "
                                              r"\(24 bytes\) but the archive holds 20 bytes for it"):
-            memory.check_npz_arrays(forged)
+            limits.check_npz_arrays(forged)
     wraps = tmp_path / "wraps.npz"  # 2**64 elements: a product in int64 would wrap to 0 and pass
     with zipfile.ZipFile(wraps, "w") as archive:
         with archive.open("w.npy", "w") as fh:
             np.lib.format.write_array_header_1_0(fh, {"descr": "|u1", "fortran_order": False, "shape": (2**32, 2**32)})
     with pytest.raises(InputError, match=rf"array w declares shape \(4294967296, 4294967296\) \({2**64} bytes\)"):
-        memory.check_npz_arrays(wraps)
+        limits.check_npz_arrays(wraps)
 
 
 def graph_shard(rank: int, size: int, feature_dtype: type) -> Shard:

@@ -15,14 +15,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import random_edge_file, run_distgcn, run_distgcn_in_process
 from minibatch_reference import batch_vertices, reference_minibatch
 
-from distgcn.cli import main
+from distgcn.cli.main import main
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.partitioning.models import compute_parts
 from distgcn.sampling.distributed import batch_key
-from distgcn.prepare import GraphOptions, prepare_graph
-from partition.models import compute_parts
 
 SEED, EPOCHS, BATCH, HIDDEN, NORM = 5, 2, 50, 4, 20
 

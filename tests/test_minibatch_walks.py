@@ -15,14 +15,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from distgcn.transport import Transport
+    from distgcn.comm.transport import Transport
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED, BATCH = 5, 60
@@ -32,10 +31,10 @@ KEYS = [(0, 0), (1, 0), (1, 1), (2, 3)]
 
 def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
     """Sample every key with every walk sampler on this rank; every rank returns the gathered sets."""
-    from distgcn.minibatch import make_distributed_sampler
+    from distgcn.data.prepare import GraphOptions
     from distgcn.sampling.distributed import batch_key
-    from distgcn.prepare import GraphOptions
-    from partition.scatter import build_and_scatter
+    from distgcn.shard.scatter import build_and_scatter
+    from distgcn.training.sampler_choice import make_distributed_sampler
 
     shard = build_and_scatter(transport, GraphOptions(spec=graph, features=8, classes=3, seed=SEED), "random", SEED)
     result: dict[str, dict] = {}
@@ -54,7 +53,7 @@ def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
 
 def main(out: Path, graph: str) -> None:
     """MPI side: :func:`sample_walks` on this rank; rank 0 writes the result to ``out``."""
-    from distgcn.transport.setup import make_transport
+    from distgcn.comm.transport.setup import make_transport
 
     transport = make_transport("mpi")
     result = sample_walks(transport, graph)
@@ -74,8 +73,8 @@ def oracle_sets(graph_file: str) -> dict[str, list[list[int]]]:
     """Every key's vertex set of every walk sampler, drawn by the whole-graph oracle."""
     from minibatch_reference import batch_vertices
 
+    from distgcn.data.prepare import GraphOptions, prepare_graph
     from distgcn.sampling.distributed import batch_key
-    from distgcn.prepare import GraphOptions, prepare_graph
 
     _, a_hat = prepare_graph(GraphOptions(spec=graph_file, features=8, classes=3, seed=SEED))
     assert (np.diff(a_hat.indptr) == 1).any(), "the graph should have dead ends (rows with only the self loop)"
@@ -94,7 +93,7 @@ def check_against_oracle(result: dict[str, dict], expected: dict[str, list[list[
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_walk_batches_are_the_oracles_for_every_p(graph_file, ranks):
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
 
     results = run_ranks(ranks, lambda transport: sample_walks(transport, graph_file))
     assert all(result == results[0] for result in results)  # every rank gathered the same

@@ -9,14 +9,19 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from conftest import cora_accuracies, dataset, devices, distgcn_in_process, run_distgcn_in_process
+from conftest import (
+    cora_accuracies,
+    dataset,
+    devices,
+    distgcn_in_process,
+    run_distgcn_in_process,
+)
 from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
 from reference_models import reference_gat, reference_sage
 from volume_oracle import brute_volume
 
-from distgcn.prepare import GraphOptions, prepare_graph
-from partition.models import compute_parts
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.partitioning.models import compute_parts
 
 EPOCHS = 4
 SEED = 5
@@ -140,7 +145,7 @@ def test_refused_model_settings_name_the_flag(directed_graph, args, message):
 
 def test_softmax_rows_sum_to_one_with_extreme_scores():
     """The row-max shift keeps the softmax finite for scores far beyond exp's range."""
-    from distgcn.gat import _softmax_by_row
+    from distgcn.nn.gat import _softmax_by_row
 
     scores = torch.tensor([[1000.0], [-1000.0], [5.0], [-3000.0], [-2990.0]], dtype=torch.float64)
     rows = torch.tensor([0, 0, 1, 2, 2])
@@ -154,7 +159,7 @@ def test_softmax_rows_sum_to_one_with_extreme_scores():
 @pytest.mark.parametrize("chunk_bytes", [1, 40, 1 << 24], ids=["edge-by-edge", "some-edges", "all-at-once"])
 def test_edge_weighted_sum_gradients_match_finite_differences(monkeypatch, chunk_bytes):
     """The chunked attention sum's hand-written backward, against torch's numerical gradient, in any slicing."""
-    from distgcn import gat
+    from distgcn.nn import gat
 
     monkeypatch.setattr(gat, "CHUNK_BYTES", chunk_bytes)
     gen = torch.Generator().manual_seed(0)
@@ -184,7 +189,7 @@ def test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit(device: str):
     """The int64 torch form (what a GPU rank computes) and the numpy mask, against the definition in Python ints:
     edge e = mix64(dst · GOLDEN + key) + src, head k kept iff lane k mod 4 of mix64(e · ceil(K/4) + key · GOLDEN
     + k div 4) is at least round(p · 65536); ids past 2**63 included."""
-    from distgcn.gat import attention_key, edge_keep_mask, scaled_edge_mask_torch
+    from distgcn.nn.gat import attention_key, edge_keep_mask, scaled_edge_mask_torch
 
     rng = np.random.default_rng(7)
     dst = [*rng.integers(0, 2**40, 40).tolist(), 0, 2**63 - 1]

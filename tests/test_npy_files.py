@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distgcn.npy_files import read_npy, read_npy_header, read_npz
+from distgcn.io.npy_files import read_npy, read_npy_header, read_npz
 
 THREADS = 4
 ROUNDS = 200

@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 
 import distgcn
-from distgcn.dropout import dropout_key, keyed_dropout
-from distgcn.graph import normalized_adjacency
-from distgcn.model import glorot_weights
+from distgcn.data.graph import normalized_adjacency
+from distgcn.nn.dropout import dropout_key, keyed_dropout
+from distgcn.nn.model import glorot_weights
 
 SEED = 4
 HIDDEN = 3

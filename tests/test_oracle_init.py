@@ -20,7 +20,7 @@ import pytest
 import torch
 from scipy import stats
 
-from distgcn.model import GCN, glorot_weights
+from distgcn.nn.model import GCN, glorot_weights
 
 WIDTHS = [[1433, 16, 7], [64, 256, 256, 8]]
 """Cora's shapes, and a deeper model whose layers all differ."""

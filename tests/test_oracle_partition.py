@@ -32,11 +32,13 @@ import pytest
 import scipy.sparse as sp
 
 from distgcn.config import SamplerSpec
-from distgcn.graph import normalized_adjacency
+from distgcn.data.graph import normalized_adjacency
+from distgcn.partitioning import stochastic
+from distgcn.partitioning.metrics import partition_metrics
+from distgcn.partitioning.models import compute_parts
+from distgcn.partitioning.stochastic import sample_nets, stochastic_parts
 from distgcn.sampling.reference import Sampler
-from partition.metrics import partition_metrics
-from partition.models import compute_parts
-from partition.stochastic import sample_nets, stochastic_parts
+from distgcn.sampling.reference.samplers import sampler_for
 
 FACTOR = 1.25
 """How far above the planted partition's objective a model may land (the trivial splits are 5-15x above)."""
@@ -235,7 +237,7 @@ def test_stochastic_reports_the_summed_volume_of_its_sampled_minibatches():
     """SHP's km1 is the volume of the b sampled subgraphs Â[S, S], each counted from the definition."""
     case = _case_named("directed-sbm")
     parts, info = _partitioned("directed-sbm", "stochastic")
-    sampler = SamplerSpec("node", len(case.planted) // 2).build(case.a_hat)
+    sampler = sampler_for(SamplerSpec("node", len(case.planted) // 2), case.a_hat)
     rng = np.random.default_rng(1)  # the model's seed
     volume = 0
     for _ in range(info["shp"]["samples"]):
@@ -277,6 +279,14 @@ class _ScriptedSampler(Sampler):
 class _ScriptedSpec:
     def build(self, a_hat: sp.spmatrix) -> Sampler:
         return _ScriptedSampler(a_hat)
+
+@pytest.fixture(autouse=True)
+def _scripted_specs_build_their_own_sampler(monkeypatch):
+    """stochastic_parts draws from ``sampler_for(spec, Â)``; a scripted spec hands it the scripted sampler."""
+    real = stochastic.sampler_for
+    monkeypatch.setattr(stochastic, "sampler_for",
+                        lambda spec, a_hat: spec.build(a_hat) if isinstance(spec, _ScriptedSpec) else real(spec, a_hat))
+
 
 
 def _bisection_km1(nets: dict[tuple[int, ...], int], side: set[int]) -> int:

@@ -1,9 +1,9 @@
-"""The output contract (distgcn/safe_io.py, docs/reliability.md): nothing distgcn did not write is replaced.
+"""The output contract (distgcn/io/safe_io.py, docs/reliability.md): nothing distgcn did not write is replaced.
 
 One test per example of issue 20: partition --force never deletes an input, the working directory, its
 parents or a user's directory; outputs never replace a file of another kind; a failed write leaves the
 old file whole; checkpoint directories are not shared unknowingly; metrics hold JSON null, never NaN.
-Commands that need no MPI (partition, report) run in this process through ``distgcn.cli.main``; ``train``
+Commands that need no MPI (partition, report) run in this process through ``distgcn.cli.main.main``; ``train``
 runs on a tiny graph on one in-process rank (conftest.distgcn_in_process); the rest call the writers directly.
 """
 
@@ -20,14 +20,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, distgcn_in_process
 from processes import unused_pid
-from distgcn.checkpoint import RunIdentity, save_checkpoint
-from distgcn.cli import main
+
+from distgcn.cli.main import main
 from distgcn.errors import InputError
-from distgcn.metrics_log import MetricsWriter
-from distgcn.safe_io import EXPORT, PARTITION, WEIGHTS, replace_directory, write_file, write_npz
+from distgcn.io.checkpoint import RunIdentity, save_checkpoint
+from distgcn.io.metrics_log import MetricsWriter
+from distgcn.io.safe_io import (
+    EXPORT,
+    PARTITION,
+    WEIGHTS,
+    replace_directory,
+    write_file,
+    write_npz,
+)
 
 GRAPH = "synthetic:sbm,n=200,classes=2,features=8"
 TRAIN = ["train", "--graph", GRAPH, "--epochs", "1", "--quiet"]
@@ -194,7 +201,7 @@ def test_rerun_replaces_its_own_outputs_and_a_full_disk_keeps_the_old_weights(tm
         assert npz.files == [f"arr_{i}" for i in range(4)]  # the documented layout: no marker array among them
     # a disk that fills up: the weights writer (what --save-weights calls) past a 1000-byte file size limit
     # gets a real EFBIG (MPI itself cannot start under that limit, so the writer runs without it)
-    script = ("import sys, numpy as np; from distgcn.safe_io import WEIGHTS, write_npz\n"
+    script = ("import sys, numpy as np; from distgcn.io.safe_io import WEIGHTS, write_npz\n"
               "try:\n    write_npz(sys.argv[1], WEIGHTS, np.zeros(1000))\n"
               "except Exception as exc:\n    print(exc)\n")
     full = subprocess.run([sys.executable, "-c", script, "w.npz"], cwd=tmp_path, capture_output=True, text=True,
@@ -296,7 +303,7 @@ def test_a_fresh_run_refuses_a_checkpoint_directory_that_holds_checkpoints(tmp_p
 def test_a_second_concurrent_run_is_refused_even_with_resume(tmp_path):
     (tmp_path / "ckpt").mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from distgcn.safe_io import lock_directory; "
+        [sys.executable, "-c", "import sys; from distgcn.io.safe_io import lock_directory; "
          "lock_directory(sys.argv[1], 'checkpoint directory'); print('locked', flush=True); sys.stdin.read()",
          str(tmp_path / "ckpt")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=str(ROOT)))

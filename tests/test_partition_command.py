@@ -10,11 +10,10 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import distgcn_in_process, run_distgcn
 
-from distgcn.prepare import GraphOptions
-from partition.precompute import write_partition
+from distgcn.data.prepare import GraphOptions
+from distgcn.shard.write import write_partition
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import weakref
 
 import pytest
 
-import partition.precompute as precompute
-from distgcn.partition_dir import read_meta
-from distgcn.prepare import GraphOptions
+import distgcn.shard.write as precompute
+from distgcn.data.prepare import GraphOptions
+from distgcn.shard.directory import read_meta
 
 
 @pytest.mark.parametrize("model", ["random", "graph"])

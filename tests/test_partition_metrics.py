@@ -1,4 +1,4 @@
-"""partition.metrics against a brute-force count (the oracle), on random small matrices."""
+"""distgcn.partitioning.metrics against a brute-force count (the oracle), on random small matrices."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distgcn.errors import InputError
-from partition import metrics
-from partition.metrics import (
+from distgcn.partitioning import metrics
+from distgcn.partitioning.metrics import (
     comm_matrix,
     comm_pairs,
     connectivity_minus_one,

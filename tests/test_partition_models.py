@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from distgcn.data.graph import normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import normalized_adjacency
-from partition import hypergraph as hg_mod
-from partition.external import external_parts
-from partition.metrics import partition_metrics
-from partition.models import (
+from distgcn.partitioning import hypergraph as hg_mod
+from distgcn.partitioning.external import external_parts
+from distgcn.partitioning.metrics import partition_metrics
+from distgcn.partitioning.models import (
     compute_parts,
     contiguous_parts,
     graph_parts,
@@ -321,7 +321,7 @@ def test_compute_parts_unknown_and_incomplete(grid_hat):
 
 
 def test_work_weights_add_the_mean_row_and_the_partition_balances_them() -> None:
-    from partition.weights import vertex_weights
+    from distgcn.partitioning.weights import vertex_weights
 
     a = sp.csr_matrix(np.array([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]], dtype=float))
     a.data[0] = 0.0  # an explicit zero is not a nonzero
@@ -338,7 +338,7 @@ def test_work_weights_add_the_mean_row_and_the_partition_balances_them() -> None
 
 
 def test_vertex_weight_is_refused_where_the_model_has_none() -> None:
-    from partition.models import compute_parts
+    from distgcn.partitioning.models import compute_parts
 
     with pytest.raises(InputError, match="--vertex-weight: the random model balances vertex counts"):
         compute_parts("random", sp.identity(10, format="csr"), 2, vertex_weight="work")
@@ -550,8 +550,8 @@ def test_compute_parts_times_the_call():
 
 
 def _spy(monkeypatch, name, result):
-    """Replace partition.models.<name> by a recorder of its arguments that returns ``result``."""
-    import partition.models as models
+    """Replace distgcn.partitioning.models.<name> by a recorder of its arguments that returns ``result``."""
+    import distgcn.partitioning.models as models
 
     calls = []
 
@@ -608,8 +608,8 @@ def test_compute_parts_hands_every_option_to_the_hypergraph_model(monkeypatch, t
 def test_compute_parts_hands_every_option_to_the_stochastic_model(monkeypatch, tool_version):
     from importlib import metadata
 
+    import distgcn.partitioning.stochastic as stochastic
     from distgcn.config import SamplerSpec
-    import partition.stochastic as stochastic
 
     a = _path(8)
     spec = SamplerSpec("node", 4)
@@ -637,13 +637,13 @@ def test_compute_parts_accepts_unset_shp_values_for_other_models():
 
 
 def test_a_missing_distribution_is_reported_not_raised():
-    from partition.models import _version
+    from distgcn.partitioning.models import _version
 
     assert _version("no-such-distribution-for-distgcn") == "not installed"
 
 
 def test_work_weights_round_a_fractional_mean_up_and_leave_the_callers_matrix_alone() -> None:
-    from partition.weights import vertex_weights
+    from distgcn.partitioning.weights import vertex_weights
 
     # rows of 2, 1, 1 nonzeros (a stored zero in row 2 is none): mean 4/3, rounded up to 2
     a = sp.csr_matrix((np.array([1.0, 1.0, 1.0, 1.0, 0.0]), np.array([0, 1, 1, 2, 0]), np.array([0, 2, 3, 5])),

@@ -20,12 +20,19 @@ from collections.abc import Callable
 from datetime import datetime
 
 import pytest
-
-from distgcn.cli import main
-from distgcn.progress import NORMAL, QUIET, VERBOSE, Phase, Progress, c_stdout_to_ticker, format_duration
-from distgcn.ticker_process import tool_step
-
 from conftest import distgcn_in_process, run_distgcn_in_process
+
+from distgcn.cli.main import main
+from distgcn.runtime.progress import (
+    NORMAL,
+    QUIET,
+    VERBOSE,
+    Phase,
+    Progress,
+    c_stdout_to_ticker,
+    format_duration,
+)
+from distgcn.runtime.ticker_process import tool_step
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5)
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
@@ -271,7 +278,7 @@ def test_quiet_starts_no_ticker():
     ({}, False, None),  # started by hand: no launcher to announce
 ])
 def test_train_announces_a_launched_job_before_its_slow_imports(monkeypatch, capsys, env, quiet, shown):
-    from distgcn.commands.train import _announce
+    from distgcn.cli.train import _announce
 
     for var in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "RANK", "WORLD_SIZE",
                 "SLURM_STEP_ID", "SLURM_PROCID"):
@@ -285,7 +292,7 @@ def test_train_announces_a_launched_job_before_its_slow_imports(monkeypatch, cap
 
 
 def test_the_announcement_needs_neither_torch_nor_mpi():
-    code = ("import sys, argparse; from distgcn.commands.train import _announce; "
+    code = ("import sys, argparse; from distgcn.cli.train import _announce; "
             "_announce(argparse.Namespace(quiet=False, verbose=False)); "
             "print(sorted(m for m in ('torch', 'mpi4py') if m in sys.modules))")
     env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2"}

@@ -1,4 +1,4 @@
-"""``mpiexec -n P distgcn partition``: every rank cuts and writes its own shard (partition/rank_shards.py).
+"""``mpiexec -n P distgcn partition``: every rank cuts and writes its own shard (distgcn/shard/rank_shards.py).
 
 The directory the ranks write must be the one a single process writes: the
 same part vector, the same shards array by array, the same meta.json but for
@@ -13,16 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import distgcn_in_process, random_edge_file, run_distgcn
 
-from distgcn.faults import FAIL_SHARD_ENV, InjectedFailure, inject_shard_fault
-from distgcn.partition_dir import read_meta
-from distgcn.shard import Shard
-from distgcn.transport.inprocess import run_ranks
-from distgcn.prepare import GraphOptions
-from partition import rank_shards
-from partition.precompute import write_partition
+from distgcn.comm.transport.inprocess import run_ranks
+from distgcn.data.prepare import GraphOptions
+from distgcn.runtime.faults import FAIL_SHARD_ENV, InjectedFailure, inject_shard_fault
+from distgcn.shard import rank_shards
+from distgcn.shard.directory import read_meta
+from distgcn.shard.rank_shard import Shard
+from distgcn.shard.write import write_partition
 
 
 def timeless_meta(directory: Path) -> dict:

@@ -10,17 +10,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_distgcn
 
-from distgcn.cli import main
-from distgcn.commands.jobs import load_metrics, scaling_table
-from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.report.analysis import SPLIT_PARTS, colour_limits, model_groups, setting_groups, timing
+from distgcn.cli.jobs import load_metrics, scaling_table
+from distgcn.cli.main import main
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.io.schema import EPOCH_KEYS
+from distgcn.partitioning.metrics import comm_matrix
+from distgcn.report.analysis import (
+    SPLIT_PARTS,
+    colour_limits,
+    model_groups,
+    setting_groups,
+    timing,
+)
 from distgcn.report.figures import curves, graph_panels, partition_panels, run_style
 from distgcn.report.inputs import Partition, load_inputs
-from distgcn.schema import EPOCH_KEYS
-from partition.metrics import comm_matrix
-
-from conftest import run_distgcn
 
 pytest.importorskip("matplotlib")
 
@@ -169,9 +174,9 @@ def test_the_slowest_rank_split_is_gathered_from_every_rank():
     which adds up to the epoch, while the per-key maxima (90 + 70) do not."""
     from types import SimpleNamespace
 
-    from distgcn.counters import CommCounters
-    from distgcn.trainer import Trainer
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.counters import CommCounters
+    from distgcn.comm.transport.inprocess import run_ranks
+    from distgcn.training.trainer import Trainer
 
     def rank_main(transport):
         epoch_s, wait_s = [(0.080, 0.070), (0.100, 0.010), (0.050, 0.020)][transport.rank]

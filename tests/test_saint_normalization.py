@@ -17,7 +17,10 @@ import scipy.sparse as sp
 from distgcn.errors import InputError
 from distgcn.sampling.distributed.keys import batch_key
 from distgcn.sampling.distributed.normalization import LocalNormalization, presample
-from distgcn.sampling.reference.normalization import Normalization, estimate_normalization
+from distgcn.sampling.reference.normalization import (
+    Normalization,
+    estimate_normalization,
+)
 from distgcn.sampling.reference.structure import SamplingGraph, Subgraph
 
 # 5 vertices; vertex 4 is never sampled, and the entry (0, 3) never has both ends in one sample.

@@ -12,12 +12,11 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
 from strategies import directed_a_hat
 
 from distgcn.data import load_graph
+from distgcn.data.graph import normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import normalized_adjacency
 from distgcn.sampling.reference import (
     SAMPLERS,
     FenwickTree,
@@ -356,9 +355,9 @@ def _shards_and_a_hat(tmp_path, ranks: int, fn):
     """Run ``fn(shard, transport)`` on ``ranks`` in-process ranks over a directed graph with dead ends; return Â too."""
     from conftest import random_edge_file
 
-    from partition.scatter import build_and_scatter
-    from distgcn.prepare import GraphOptions, prepare_graph
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.transport.inprocess import run_ranks
+    from distgcn.data.prepare import GraphOptions, prepare_graph
+    from distgcn.shard.scatter import build_and_scatter
 
     options = GraphOptions(spec=random_edge_file(tmp_path / "g.txt", n=90, m=300, seed=4), features=4, classes=2,
                            seed=1)

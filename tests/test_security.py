@@ -9,12 +9,12 @@ change has to be argued for rather than slip in.
 from __future__ import annotations
 
 import ast
-import pytest
 
+import pytest
 from conftest import ROOT
 
 SOURCES = sorted(p for d in ("distgcn", "partition", "benchmarks") for p in (ROOT / d).rglob("*.py"))
-ALLOWED_UNPICKLING = {"distgcn/data/planetoid.py", "distgcn/transport/inprocess.py"}
+ALLOWED_UNPICKLING = {"distgcn/data/planetoid.py", "distgcn/comm/transport/inprocess.py"}
 """The restricted Planetoid unpickler (tests/test_loaders.py feeds it a malicious pickle), and the in-process
 transport, which unpickles only what its own rank threads pickled a moment before (as MPI's object messages do)."""
 

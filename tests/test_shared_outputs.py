@@ -1,5 +1,5 @@
-"""Outputs that two runs, or two options, share (distgcn/safe_io.py: claimed, refuse_inside_partition;
-distgcn/metrics_log.py: continued_records).
+"""Outputs that two runs, or two options, share (distgcn/io/safe_io.py: claimed, refuse_inside_partition;
+distgcn/io/metrics_log.py: continued_records).
 
 A second process that wants an output a running distgcn process writes is refused at its start, naming the
 holder; two options naming one path are refused before any work; no output goes inside a partition
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, distgcn_in_process
 
-from distgcn.safe_io import claim_path
+from distgcn.io.safe_io import claim_path
 
 GRAPH = "synthetic:sbm,n=120,classes=3,features=6"
 TRAIN = ["--graph", GRAPH, "--epochs", "3", "--quiet"]
@@ -39,7 +39,7 @@ def epochs(metrics: Path) -> list[int]:
 
 def start_holder(*outputs: tuple[Path, str]) -> subprocess.Popen:
     """A real second process that claims ``outputs`` and waits, until it is killed."""
-    code = ("import sys; from pathlib import Path; from distgcn.safe_io import claimed\n"
+    code = ("import sys; from pathlib import Path; from distgcn.io.safe_io import claimed\n"
             f"with claimed([(Path(p), w) for p, w in {[(str(p), w) for p, w in outputs]!r}]):\n"
             "    print('held', flush=True); sys.stdin.read()")
     holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -244,7 +244,7 @@ class TestResumeMetrics:
 def test_the_longest_name_allowed_is_written_and_one_byte_more_is_refused(tmp_path):
     """check_name_length's allowance covers every hidden name an output is built under (its temporary, its
     lock file): at the limit the run writes, one byte over it is refused before any work."""
-    from distgcn.safe_io import HIDDEN_NAME_EXTRA, name_max
+    from distgcn.io.safe_io import HIDDEN_NAME_EXTRA, name_max
 
     longest = name_max(tmp_path) - HIDDEN_NAME_EXTRA
     fits = tmp_path / ("m" * (longest - len(".jsonl")) + ".jsonl")

@@ -1,4 +1,4 @@
-"""Signals end the whole job, from whichever rank or launcher gets them (distgcn.signals).
+"""Signals end the whole job, from whichever rank or launcher gets them (distgcn.runtime.signals).
 
 Real mpiexec jobs, real signals: the job is gone within seconds, with exit
 status 128 + the signal's number, one 'interrupted' line and no traceback, no
@@ -21,14 +21,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, distgcn_in_process, mpiexec
 from processes import alive, descendants, rank_pid
-from slurm_jobs import assert_finished_like_uninterrupted, release_requeued, submit, wait_for_checkpoint
-from slurm_jobs import resume_partition  # noqa: F401 - the fixture: a 2-part partition and its reference weights
+from slurm_jobs import (
+    assert_finished_like_uninterrupted,
+    release_requeued,
+    resume_partition,  # noqa: F401 - the fixture: a 2-part partition and its reference weights
+    submit,
+    wait_for_checkpoint,
+)
 
-from distgcn.checkpoint import list_checkpoints, read_checkpoint
-from distgcn.faults import SLOW_ENV
+from distgcn.io.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.runtime.faults import SLOW_ENV
 
 GRAPH = "synthetic:sbm,n=600,classes=4,features=16,seed=8"
 TRAIN = ["train", "--graph", GRAPH, "--partition", "contiguous", "--quiet"]
@@ -201,7 +205,8 @@ def test_a_stop_signal_just_after_the_staging_directory_is_made_still_removes_it
     """Why the test above failed once in CI: the SIGTERM was handled between mkdtemp and the point from which a
     cleanup owned the new directory, and it stayed. Here the handler runs right there, as Python would run it at
     that bytecode: Interrupted must come once the owner file is written, and the directory must be gone."""
-    from distgcn import partition_dir, signals
+    from distgcn.runtime import signals
+    from distgcn.shard import directory as partition_dir
     made: list[Path] = []
     real_mkdtemp = tempfile.mkdtemp
 
@@ -225,7 +230,7 @@ def test_a_stop_signal_just_after_the_staging_directory_is_made_still_removes_it
 def test_a_stop_held_back_in_a_block_that_fails_is_still_raised():
     """A block that ends with its own error must not swallow the stop it held back: the process would end
     with that error's status instead of the signal's (and a job's other ranks would not learn of the stop)."""
-    from distgcn import signals
+    from distgcn.runtime import signals
     signals._state.reset()
     try:
         with pytest.raises(signals.Interrupted) as raised:
@@ -239,7 +244,7 @@ def test_a_stop_held_back_in_a_block_that_fails_is_still_raised():
 
 
 def test_a_staging_directory_is_kept_when_its_block_ends_and_removed_when_it_fails(tmp_path):
-    from distgcn.partition_dir import STAGING_OWNER, remove_staging, staging_directory
+    from distgcn.shard.directory import STAGING_OWNER, remove_staging, staging_directory
     with staging_directory(tmp_path / "part") as kept:
         (kept / "x").write_text("1")
     assert sorted(p.name for p in kept.iterdir()) == [STAGING_OWNER, "x"]
@@ -268,7 +273,7 @@ def test_a_staging_directory_left_by_sigkill_is_removed_by_the_next_partition(tm
         job.wait(timeout=30)
     finally:
         _kill_group(job)
-    # SIGKILL also leaves the claim's lock file, unlocked (distgcn/safe_io.py: claimed); the next run takes it over
+    # SIGKILL also leaves the claim's lock file, unlocked (distgcn/io/safe_io.py: claimed); the next run takes it over
     left = [path for path in tmp_path.iterdir() if path.name != ".part.distgcn-lock"]
     assert len(left) == 1 and left[0].name.startswith(".part."), left
 
@@ -316,7 +321,7 @@ def test_slurm_time_limit_warning_checkpoints_requeues_and_resumes(slurm_cluster
 def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path):
     """An abort right after the line can overtake it in the launcher (hydra lost it 3 times in 40): wait for the
     read."""
-    from distgcn.signals import wait_until_read
+    from distgcn.runtime.signals import wait_until_read
     read_end, write_end = os.pipe()
     try:
         os.write(write_end, b"distgcn: interrupted by SIGINT\n")
@@ -343,7 +348,7 @@ def test_the_reporting_rank_waits_until_its_launcher_has_read_the_line(tmp_path)
 
 def test_a_hangup_ignored_under_nohup_stays_ignored():
     """nohup asks a run to outlive its terminal: distgcn takes SIGHUP over only where it was not ignored."""
-    from distgcn import signals
+    from distgcn.runtime import signals
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         restore = signals.install()

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, distgcn_in_process
 from slurm_cluster import NODE_CPUS, SlurmCluster
 
-from distgcn.commands.jobs import scaling_table
+from distgcn.cli.jobs import scaling_table
 
 JOBS = ROOT / "jobs"
 TEMPLATES = sorted(p.name for p in JOBS.glob("*.sbatch"))
@@ -37,7 +37,7 @@ def test_the_four_templates_are_there() -> None:
 
 def test_jobs_finds_the_templates_without_a_checkout_path(monkeypatch) -> None:
     """`pip install .` ships jobs/ to PREFIX/share/distgcn/jobs; an editable install reads the checkout's."""
-    from distgcn.commands.jobs import default_templates
+    from distgcn.cli.jobs import default_templates
 
     monkeypatch.delenv("DISTGCN_JOBS_DIR", raising=False)
     found = default_templates()
@@ -231,7 +231,7 @@ def test_train_runs_unchanged_under_srun_and_under_mpiexec_in_a_job(slurm_cluste
     (["-pgpu"], "gpu"), (["--account=a", "--profile=all"], None),
 ])
 def test_the_slurm_partition_is_read_from_sbatch_args(sbatch_args, partition):
-    from distgcn.commands.jobs import _slurm_partition
+    from distgcn.cli.jobs import _slurm_partition
 
     assert _slurm_partition(sbatch_args) == partition
 

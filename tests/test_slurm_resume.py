@@ -11,10 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurm_cluster import SlurmCluster
-from slurm_jobs import (EPOCHS, assert_finished_like_uninterrupted, release_requeued, resume_partition,  # noqa: F401
-                        submit, wait_for_checkpoint)
+from slurm_jobs import (  # noqa: F401
+    EPOCHS,
+    assert_finished_like_uninterrupted,
+    release_requeued,
+    resume_partition,
+    submit,
+    wait_for_checkpoint,
+)
 
-from distgcn.checkpoint import list_checkpoints, read_checkpoint
+from distgcn.io.checkpoint import list_checkpoints, read_checkpoint
+
 
 def test_scancel_then_resubmit_resumes(slurm_cluster: SlurmCluster, resume_partition, tmp_path: Path) -> None:
     part, reference = resume_partition

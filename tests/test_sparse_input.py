@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from distgcn.dropout import keyed_dropout, keyed_keep_mask, keyed_keep_values
-from distgcn.sparse_input import SparseRows, sparse_pays_off
+from distgcn.nn.dropout import keyed_dropout, keyed_keep_mask, keyed_keep_values
+from distgcn.nn.sparse_input import SparseRows, sparse_pays_off
 
 
 @pytest.mark.parametrize("width", [1, 4, 37, 64])

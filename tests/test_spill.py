@@ -1,5 +1,5 @@
 """While Mt-KaHyPar (or KaHyPar) runs, ``distgcn partition`` holds neither Â, the vertex arrays nor the column
-nets in its own memory (issue #16: the hypergraph model's memory at 10^8; partition/spill.py).
+nets in its own memory (issue #16: the hypergraph model's memory at 10^8; distgcn/shard/spill.py).
 
 Peak memory itself is measured in docs/scale.md; here what is checked is what undoing the release would break:
 the arrays that were in memory are freed (no reference survives) when the tool starts, and the values every later
@@ -17,12 +17,12 @@ import weakref
 import numpy as np
 import pytest
 
-import partition.hypergraph as hg
-import partition.precompute as precompute
-from distgcn.prepare import GraphOptions
-from distgcn.progress import VERBOSE, Progress
-from partition.shards import GraphData
-from partition.spill import Spill, _file_mapped
+import distgcn.partitioning.hypergraph as hg
+import distgcn.shard.write as precompute
+from distgcn.data.prepare import GraphOptions
+from distgcn.runtime.progress import VERBOSE, Progress
+from distgcn.shard.cut import GraphData
+from distgcn.shard.spill import Spill, _file_mapped
 
 GRAPH = "synthetic:sbm,n=300,avg_degree=6"
 

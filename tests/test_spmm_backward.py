@@ -13,15 +13,14 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
 
-from distgcn.counters import CommCounters
-from distgcn.graph import Graph, normalized_adjacency
-from distgcn.halo import HaloExchanger, HaloPlan
-from distgcn.spmm import DistributedAdjacency, spmm
-from distgcn.transport.inprocess import InProcessTransport, run_ranks
-from partition.shards import iter_shards
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
+from distgcn.data.graph import Graph, normalized_adjacency
+from distgcn.shard.cut import iter_shards
+from distgcn.spmm.halo import HaloExchanger, HaloPlan
+from distgcn.spmm.product import DistributedAdjacency, spmm
 
 sys.path.insert(0, str(ROOT / "tests" / "mpi_scripts"))
 from spmm_check import make_graph, make_parts  # noqa: E402 - the seeded graphs of the halo tests

@@ -13,8 +13,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from distgcn import csr_kernel
-from distgcn.spmm_kernels import BLOCKS, NumbaBlock
+from distgcn.kernels import csr as csr_kernel
+from distgcn.kernels.sparse import BLOCKS, NumbaBlock
 
 CPU = torch.device("cpu")
 # 4 x 5: row 2 and column 4 are empty

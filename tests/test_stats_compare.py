@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from conftest import random_edge_file
 
-from distgcn.cli import main
-from distgcn.prepare import GraphOptions, prepare_graph
+from distgcn.cli.main import main
+from distgcn.cli.stats_tables import compare
 from distgcn.config import SamplerSpec
-from partition.minibatch_metrics import minibatch_comm
-from partition.stats_command import compare
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.partitioning.minibatch_metrics import minibatch_comm
+from distgcn.sampling.reference.samplers import sampler_for
 
 GRAPH = ["--symmetrize", "--features", "8", "--classes", "3"]
 NAMES = ["random", "contiguous", "graph", "hypergraph", "stochastic"]
@@ -39,7 +40,7 @@ connectivity-1       38
 edge cut             53
 load imbalance       1.019 (max/avg nonzeros per rank)
 
-predicted peak memory per rank (2 layers, hidden 16, float32, adam; distgcn/memory.py):
+predicted peak memory per rank (2 layers, hidden 16, float32, adam; distgcn/memory/prediction.py):
   rank       rows  halo rows     nonzeros    GPU MiB    CPU MiB
      0         20         19          129        0.0        0.0
      1         19         19          134        0.0        0.0
@@ -150,7 +151,7 @@ def test_table_counts_equal_a_brute_force_count_over_the_edges(cwd, capsys):
 def test_stochastic_columns_equal_its_redrawn_minibatches(cwd, capsys):
     """The minibatch volume is the mean volume of the SAMPLES minibatches the model drew (seed 0)."""
     _, a_hat = prepare_graph(GraphOptions(spec="g.txt", symmetrize=True, features=8, classes=3, seed=0))
-    sampler = SamplerSpec("node", 8).build(a_hat)
+    sampler = sampler_for(SamplerSpec("node", 8), a_hat)
     rng = np.random.default_rng(0)
     subgraphs = [sampler.sample(rng) for _ in range(SAMPLES)]
     volume, _ = minibatch_comm(subgraphs, np.load(cwd / "stochastic" / "parts.npy"), 3)

@@ -12,11 +12,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import partition.stochastic as stochastic
+import distgcn.partitioning.stochastic as stochastic
+from distgcn.data.graph import normalized_adjacency
 from distgcn.errors import InputError
-from distgcn.graph import normalized_adjacency
+from distgcn.partitioning.stochastic import (
+    hoeffding_nets,
+    merge_identical_nets,
+    sample_nets,
+    sampling_report,
+    stochastic_parts,
+)
 from distgcn.sampling.reference import Sampler
-from partition.stochastic import hoeffding_nets, merge_identical_nets, sample_nets, sampling_report, stochastic_parts
 
 CYCLE = normalized_adjacency(sp.csr_matrix(
     (np.ones(12), (np.r_[0:6, 0:6], np.r_[np.roll(np.arange(6), 1), np.roll(np.arange(6), -1)])), shape=(6, 6)))
@@ -48,6 +54,14 @@ class _ScriptedSpec:
 
     def as_dict(self) -> dict:
         return {"name": "scripted"}
+
+@pytest.fixture(autouse=True)
+def _scripted_specs_build_their_own_sampler(monkeypatch):
+    """stochastic_parts draws from ``sampler_for(spec, Â)``; a scripted spec hands it the scripted sampler."""
+    real = stochastic.sampler_for
+    monkeypatch.setattr(stochastic, "sampler_for",
+                        lambda spec, a_hat: spec.build(a_hat) if isinstance(spec, _ScriptedSpec) else real(spec, a_hat))
+
 
 
 def _sample(**kwargs):
@@ -183,7 +197,7 @@ def test_sampling_report_lines(shp, line, warning):
 def test_minibatch_volume_and_messages_by_hand():
     """Batch (0, 1, 5) of the cycle, parts 0 | 1 1: row 0 reads 1 and 5, rows 1 and 5 read 0: transfers
     (receiver 0, u = 1), (0, 5), (1, 0): volume 3; messages 1 -> 0 and 0 -> 1: 2. Batch (0, 3) has no edge."""
-    from partition.minibatch_metrics import minibatch_comm
+    from distgcn.partitioning.minibatch_metrics import minibatch_comm
 
     sampler = _Scripted(CYCLE, [(0, 1, 5), (0, 3)])
     subs = [sampler.sample(np.random.default_rng(0)) for _ in range(2)]
@@ -270,14 +284,14 @@ def test_stochastic_parts_hands_every_option_on(monkeypatch):
 
 
 def test_batch_entries_of_no_batches_count_nothing():
-    from partition.minibatch_metrics import batch_entries
+    from distgcn.partitioning.minibatch_metrics import batch_entries
 
     volume, messages = batch_entries([]).comm(np.array([0, 1]), 2)
     assert volume.tolist() == messages.tolist() == [] and volume.dtype == np.int64
 
 
 def test_minibatch_parts_are_checked_against_the_part_count():
-    from partition.minibatch_metrics import minibatch_comm
+    from distgcn.partitioning.minibatch_metrics import minibatch_comm
 
     subs = [_Scripted(CYCLE, [(0, 1)]).sample(np.random.default_rng(0))]
     with pytest.raises(InputError, match="part id 2 of vertex 2 is out of range: expected 0 <= id < 2"):

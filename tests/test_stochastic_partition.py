@@ -12,23 +12,28 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import run_distgcn_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import run_distgcn_in_process
 from strategies import directed_a_hat
 
-from distgcn.cli import main
-from distgcn.data import load_graph
-from distgcn.errors import InputError
-from distgcn.graph import normalized_adjacency
+from distgcn.cli.main import main
 from distgcn.config import SamplerSpec
+from distgcn.data import load_graph
+from distgcn.data.graph import normalized_adjacency
+from distgcn.errors import InputError
+from distgcn.partitioning.metrics import connectivity_minus_one, partition_metrics
+from distgcn.partitioning.minibatch_metrics import minibatch_comm
+from distgcn.partitioning.models import compute_parts
+from distgcn.partitioning.stochastic import (
+    DEFAULT_SHP_COVERAGE,
+    hoeffding_nets,
+    merge_identical_nets,
+    sample_nets,
+    stochastic_parts,
+)
 from distgcn.sampling.reference import make_sampler
-from partition.metrics import connectivity_minus_one, partition_metrics
-from partition.minibatch_metrics import minibatch_comm
-from partition.models import compute_parts
-from partition.stochastic import (DEFAULT_SHP_COVERAGE, hoeffding_nets, merge_identical_nets, sample_nets,
-                                  stochastic_parts)
+from distgcn.sampling.reference.samplers import sampler_for
 
 SBM = "synthetic:sbm,n=240,avg_degree=6,seed=2"
 
@@ -147,7 +152,7 @@ def test_shp_lowers_expected_minibatch_volume_against_random():
     spec = SamplerSpec("node", 60)
     shp, info = stochastic_parts(a, 3, spec, shp_samples=200, seed=1, preset="deterministic")
     rp, _ = compute_parts("random", a, 3, seed=1)
-    sampler = spec.build(a)
+    sampler = sampler_for(spec, a)
     rng = np.random.default_rng(99)  # not the seed that built the hypergraph
     subs = [sampler.sample(rng) for _ in range(500)]
     shp_volume = minibatch_comm(subs, shp, 3)[0].mean()
@@ -168,7 +173,7 @@ def test_default_sample_count_reaches_the_coverage_target():
     assert shp["coverage_target"] == DEFAULT_SHP_COVERAGE and shp["edge_coverage"] >= DEFAULT_SHP_COVERAGE
     by_bound = math.ceil(hoeffding_nets(2, 0.02, 0.05) / 300)
     assert shp["samples"] > by_bound
-    fewer = sample_nets(spec.build(a), np.random.default_rng(1), samples=shp["samples"] - 1)
+    fewer = sample_nets(sampler_for(spec, a), np.random.default_rng(1), samples=shp["samples"] - 1)
     assert fewer.edge_coverage < DEFAULT_SHP_COVERAGE
     _, given_bound = stochastic_parts(a, 2, spec, shp_epsilon=0.02, seed=1, preset="deterministic")
     assert given_bound["shp"]["coverage_target"] is None and given_bound["shp"]["samples"] < shp["samples"]

@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 
 from distgcn.data import load_graph
+from distgcn.data.graph import Graph
 from distgcn.data.synthetic import SBM_SPLIT, parse_spec
 from distgcn.errors import InputError
-from distgcn.graph import Graph
 
 
 def assert_canonical(graph: Graph) -> None:
@@ -183,7 +183,7 @@ def test_an_unlabelled_rmat_is_refused_before_it_is_generated(monkeypatch, spec,
     """prepare_graph (partition, train --graph) says the graph needs --features/--classes without generating it
     (2^30 vertices here: generating would take hours and more memory than a machine has)."""
     from distgcn.data import synthetic
-    from distgcn.prepare import GraphOptions, prepare_graph
+    from distgcn.data.prepare import GraphOptions, prepare_graph
 
     assert synthetic.declares_training_data(spec, features, classes) is declared
     if not declared:

@@ -12,8 +12,8 @@ import types
 import mtkahypar
 import numpy as np
 
-import partition.hypergraph as hg
-from partition.tbb_memory import release_pooled_memory
+import distgcn.partitioning.hypergraph as hg
+from distgcn.partitioning.tbb_memory import release_pooled_memory
 
 
 def test_mtkahypars_allocator_is_found_and_releases(tmp_path):

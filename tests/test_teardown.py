@@ -26,7 +26,7 @@ TORCH_THREADS = ("pt_gloo", "gloo_", "pt_tcpstore")
 
 _AFTER_TRAIN = """
 import json, os, sys
-from distgcn.cli import main
+from distgcn.cli.main import main
 
 code = main(sys.argv[2:])
 names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]

@@ -23,16 +23,22 @@ from reference import reference_train
 from volume_oracle import brute_volume
 
 import distgcn
-from distgcn.errors import InputError
-from distgcn.transport.setup import Launch, default_backend, detect, first_host, make_transport
-from distgcn.memory import predict, shard_sizes, sizes_of
-from distgcn.partition_dir import shard_filename
-from distgcn.prepare import GraphOptions, prepare_graph
-from distgcn.shard import Shard
-from partition.models import compute_parts
-from partition.precompute import write_partition
+from distgcn.cli.stats_tables import stats_table
+from distgcn.comm.transport.setup import (
+    Launch,
+    default_backend,
+    detect,
+    first_host,
+    make_transport,
+)
 from distgcn.config import ModelConfig
-from partition.stats_command import stats_table
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.errors import InputError
+from distgcn.memory.prediction import predict, shard_sizes, sizes_of
+from distgcn.partitioning.models import compute_parts
+from distgcn.shard.directory import shard_filename
+from distgcn.shard.rank_shard import Shard
+from distgcn.shard.write import write_partition
 
 PACKAGE_DIR = Path(distgcn.__file__).parent
 

@@ -14,13 +14,18 @@ import time
 
 import numpy as np
 import pytest
-
-from conftest import cora_accuracies, dataset, distgcn_in_process, run_distgcn, run_distgcn_in_process
+from conftest import (
+    cora_accuracies,
+    dataset,
+    distgcn_in_process,
+    run_distgcn,
+    run_distgcn_in_process,
+)
 from reference import reference_train
 from volume_oracle import brute_volume
 
-from distgcn.prepare import GraphOptions, prepare_graph
-from partition.models import compute_parts
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.partitioning.models import compute_parts
 
 EPOCHS = 4
 SEED = 3
@@ -144,8 +149,8 @@ def test_failing_rank_takes_the_job_down_quickly(directed_graph):
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_failing_rank_releases_the_others_in_process(directed_graph, monkeypatch, capsys, ranks):
     """The trainer's own failure path (abort_on_unexpected) ends every in-process rank, none left waiting."""
-    from distgcn.faults import FAIL_ENV, InjectedFailure
-    from distgcn.transport.inprocess import RankAborted
+    from distgcn.comm.transport.inprocess import RankAborted
+    from distgcn.runtime.faults import FAIL_ENV, InjectedFailure
 
     monkeypatch.setenv(FAIL_ENV, "1:3")
     with pytest.raises(RankAborted) as info:
@@ -158,8 +163,8 @@ def test_failing_rank_releases_the_others_in_process(directed_graph, monkeypatch
 @pytest.mark.parametrize("ranks", [1, 3])
 def test_named_fields_are_summed_or_maximized_in_one_allreduce_per_op(ranks):
     """Metrics travel by name, yet as one packed allreduce per op whatever the number of records."""
-    from distgcn.named_allreduce import MAX, SUM, allreduce_named
-    from distgcn.transport.inprocess import run_ranks
+    from distgcn.comm.named_allreduce import MAX, SUM, allreduce_named
+    from distgcn.comm.transport.inprocess import run_ranks
 
     def rank_main(transport):
         calls = []

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import run_distgcn
 
+from distgcn.cli.stats_tables import stats_json
 from distgcn.data import load_graph
 from distgcn.errors import InputError
 from distgcn.report.inputs import load_inputs
-from distgcn.shard import Shard
-from partition.stats_command import stats_json
+from distgcn.shard.rank_shard import Shard
 
 EDGES = "0 1\n1 2\n2 3\n3 0\n0 2\n4 5\n5 6\n6 7\n7 4\n1 5\n2 6\n"
 GRAPH_ARGS = ["--features", "4", "--classes", "2"]
@@ -233,7 +232,12 @@ def forge_npy_shape(path: Path, member: str, new_shape: tuple) -> None:
 
 def test_checkpoint_whose_state_does_not_fit_is_refused(tmp_path):
     """A checkpoint with a valid digest and identity but a state lacking the optimizer: exit 2, not a traceback."""
-    from distgcn.checkpoint import list_checkpoints, read_checkpoint, save_checkpoint, RunIdentity
+    from distgcn.io.checkpoint import (
+        RunIdentity,
+        list_checkpoints,
+        read_checkpoint,
+        save_checkpoint,
+    )
 
     graph = tmp_path / "g.txt"
     graph.write_text(EDGES)

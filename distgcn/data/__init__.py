@@ -10,7 +10,7 @@
   ``.txt``/``.edges``/``.el`` SNAP edge list, ``.mtx`` Matrix Market,
   ``.graph`` METIS, ``.npz`` the project's own format (:func:`save_npz`).
 
-Every loader follows the conventions of :mod:`distgcn.graph`: an edge ``u v``
+Every loader follows the conventions of :mod:`distgcn.data.graph`: an edge ``u v``
 gives ``adj[v, u] = 1``, no self loops, no duplicates, sorted CSR of 1.0
 float64. Undirected formats (METIS, Planetoid, MUSAE, symmetric ``.mtx``, the undirected OGB datasets) come
 back symmetric; the others stay directed unless ``symmetrize``.
@@ -28,11 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data.features import (UNLABELLED_SPLIT, check_random_training_data, how_to_add, random_training_data,
-                                   training_data_parts, words)
+from distgcn.data.features import (
+    UNLABELLED_SPLIT,
+    check_random_training_data,
+    how_to_add,
+    random_training_data,
+    training_data_parts,
+    words,
+)
+from distgcn.data.graph import Graph
 from distgcn.data.npz import save_npz
 from distgcn.errors import InputError, lookup_failure
-from distgcn.graph import Graph
 
 __all__ = ["load_graph", "save_npz", "detect_format", "UNLABELLED_SPLIT"]
 

@@ -49,7 +49,9 @@ def comment_table(comment: bytes) -> np.ndarray:
 
 def scan_block(block: bytes | bytearray | memoryview, comment: np.ndarray, per_line: int = 0) -> BlockScan:
     """Scan a block that starts at the start of a line; ``per_line`` 0 accepts any count per line."""
-    from distgcn.data._int_scan_kernel import scan  # imports numba on first use: ~1 s, not paid by other loaders
+    from distgcn.data._int_scan_kernel import (
+        scan,  # imports numba on first use: ~1 s, not paid by other loaders
+    )
 
     if len(block) and block[-1] != ord("\n"):
         block = bytes(block) + b"\n"  # the kernel stops at newlines only: one ends every block

@@ -20,8 +20,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from distgcn import memory
 from distgcn.errors import InputError, quoted
+from distgcn.io import limits
 
 MAX_ID = 2**62
 """Integers at or beyond this magnitude are rejected: ids are combined as row * n + col."""
@@ -54,13 +54,13 @@ def read_bytes(path: Path, *, bytes_per_byte: int = 1) -> bytes | bytearray:
     it is read, and a compressed one as soon as what it has decompressed to cannot: a small ``.gz`` can
     hold gigabytes.
     """
-    available = memory.available_bytes(None, 1)
+    available = limits.available_bytes(None, 1)
     limit = None if available is None else available // bytes_per_byte
     with input_errors(path):
         if not path.name.endswith(".gz"):
             size = path.stat().st_size
             if limit is not None and size > limit:
-                memory.check_fits(path, None, f"file of {size} bytes", size * bytes_per_byte,
+                limits.check_fits(path, None, f"file of {size} bytes", size * bytes_per_byte,
                                   available=available, doing="reading it")
             return path.read_bytes()
         data = bytearray()
@@ -68,7 +68,7 @@ def read_bytes(path: Path, *, bytes_per_byte: int = 1) -> bytes | bytearray:
             while chunk := f.read(BLOCK_BYTES):
                 if limit is not None and len(data) + len(chunk) > limit:
                     total = len(data) + len(chunk)
-                    memory.check_fits(path, None, f"decompresses to more than {total} bytes (read so far)",
+                    limits.check_fits(path, None, f"decompresses to more than {total} bytes (read so far)",
                                       total * bytes_per_byte, available=available, doing="reading it")
                 data += chunk
         return data

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from distgcn.errors import InputError
-from distgcn.memory import check_fits
+from distgcn.io.limits import check_fits
 
 if TYPE_CHECKING:
-    from distgcn.graph import Graph
+    from distgcn.data.graph import Graph
 
 UNLABELLED_SPLIT = (0.5, 0.25, 0.25)
 """train / val / test fractions for graphs given random labels."""

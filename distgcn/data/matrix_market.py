@@ -23,10 +23,10 @@ import scipy.sparse as sp
 
 from distgcn.data._text import BoundedLines, input_errors, open_text
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
+from distgcn.data.graph import Graph
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
-from distgcn.memory import check_declared_size
-from distgcn.graph import Graph
+from distgcn.io.limits import check_declared_size
 
 _LINE_PREFIX = re.compile(r"^\s*Line (\d+):\s*")
 

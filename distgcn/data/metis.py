@@ -20,10 +20,10 @@ import numpy as np
 
 from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
+from distgcn.data.graph import Graph
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
-from distgcn.memory import check_declared_size
-from distgcn.graph import Graph
+from distgcn.io.limits import check_declared_size
 
 
 def load_metis(path: Path, *, name: str | None = None) -> Graph:

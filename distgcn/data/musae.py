@@ -27,13 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, parse_int, read_bytes, token_error, tokenize_ints
+from distgcn.data._text import (
+    TOKENIZE_BYTES_PER_BYTE,
+    parse_int,
+    read_bytes,
+    token_error,
+    tokenize_ints,
+)
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import split_masks
+from distgcn.data.graph import Graph
 from distgcn.errors import InputError, quoted
-from distgcn.graph import Graph
-from distgcn.memory import check_declared_size
-from distgcn.schema import json_problem
+from distgcn.io.limits import check_declared_size
+from distgcn.io.schema import json_problem
 
 SPLIT = (0.6, 0.2, 0.2)
 TEXT_BYTES_PER_BYTE = 2

@@ -17,12 +17,12 @@ import numpy as np
 
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import feature_matrix
+from distgcn.data.graph import Graph
 from distgcn.data.snap import file_stem
 from distgcn.errors import InputError
-from distgcn.graph import Graph
-from distgcn.memory import check_npz_arrays
-from distgcn.npy_files import read_npz
-from distgcn.safe_io import GRAPH, write_npz
+from distgcn.io.limits import check_npz_arrays
+from distgcn.io.npy_files import read_npz
+from distgcn.io.safe_io import GRAPH, write_npz
 
 _REQUIRED = ("adj_indptr", "adj_indices", "adj_shape", "vertex_ids")
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -42,7 +42,7 @@ def save_npz(graph: Graph, path: str | Path) -> None:
         value = getattr(graph, key)
         if value is not None:
             arrays[key] = np.asarray(value)
-    write_npz(Path(path), GRAPH, **arrays)  # replaces only a graph distgcn wrote (distgcn.safe_io)
+    write_npz(Path(path), GRAPH, **arrays)  # replaces only a graph distgcn wrote (distgcn.io.safe_io)
 
 
 def load_npz(path: Path, *, symmetrize: bool = False) -> Graph:

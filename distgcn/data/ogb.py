@@ -27,15 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn import memory
 from distgcn.data._int_scan import NONE, comment_table, scan_block
 from distgcn.data._text import bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import feature_matrix, real_numbers
+from distgcn.data.graph import Graph
 from distgcn.errors import InputError, quoted
-from distgcn.graph import Graph
-from distgcn.memory import check_declared_size, check_npz_arrays
-from distgcn.npy_files import read_npz
+from distgcn.io import limits
+from distgcn.io.limits import check_declared_size, check_npz_arrays
+from distgcn.io.npy_files import read_npz
 
 UNDIRECTED = {"ogbn-products": True, "ogbn-proteins": True, "ogbn-arxiv": False, "ogbn-papers100M": False}
 """OGB's ``add_inverse_edge`` for each node-property dataset: True where edge.csv.gz holds one direction per pair."""
@@ -236,7 +236,7 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
     """An int64 [rows, columns] table from a comma-separated file without header, streamed block by block."""
     if not path.is_file():
         raise InputError(f"missing file (expected {what} per line)", path=path)
-    available = memory.available_bytes(None, 1)
+    available = limits.available_bytes(None, 1)
     rows: list[np.ndarray] = []
     values = 0
     lines_before = 0
@@ -253,7 +253,7 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
         rows.append(scan.values.reshape(-1, columns))
         lines_before += scan.num_lines
         values += len(scan.values)
-        memory.check_fits(path, lines_before, f"{values} values read up to this line", 2 * values * 8,
+        limits.check_fits(path, lines_before, f"{values} values read up to this line", 2 * values * 8,
                           available=available)
     if not rows or sum(len(r) for r in rows) == 0:
         raise InputError(f"empty file (expected {what} per line)", path=path)
@@ -262,7 +262,7 @@ def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:
 
 def read_float_table(path: Path) -> np.ndarray:
     """A float [rows, columns] table (float32; float64 for a one-column table such as labels, to keep NaN exact)."""
-    available = memory.available_bytes(None, 1)
+    available = limits.available_bytes(None, 1)
     parts: list[np.ndarray] = []
     held = 0
     columns = 0
@@ -280,7 +280,7 @@ def read_float_table(path: Path) -> np.ndarray:
         parts.append(values.reshape(-1, columns))
         lines_before += num_lines
         held += values.nbytes
-        memory.check_fits(path, lines_before, f"{held // values.itemsize} numbers read up to this line",
+        limits.check_fits(path, lines_before, f"{held // values.itemsize} numbers read up to this line",
                           2 * held, available=available)
     if not parts or sum(len(p) for p in parts) == 0:
         raise InputError("empty file (expected one row of comma-separated numbers per vertex)", path=path)

@@ -31,9 +31,9 @@ import scipy.sparse as sp
 from distgcn.data._text import TOKENIZE_BYTES_PER_BYTE, read_bytes, tokenize_ints
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import feature_matrix
+from distgcn.data.graph import Graph
 from distgcn.errors import InputError, quoted
-from distgcn.graph import Graph
-from distgcn.memory import check_declared_size
+from distgcn.io.limits import check_declared_size
 
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 FILES = (*PARTS, "test.index")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from distgcn import memory
 from distgcn.data._int_scan import NONE, comment_table, scan_block
 from distgcn.data._text import BLOCK_BYTES, bad_token, line_blocks
 from distgcn.data.adjacency import edges_to_adjacency, remap_ids, require_edges
+from distgcn.data.graph import Graph
 from distgcn.errors import InputError
-from distgcn.graph import Graph
+from distgcn.io import limits
 
 COMMENT = comment_table(b"#%")
 WHAT = "an integer vertex id"
@@ -44,7 +44,7 @@ def read_edge_ids(path: Path, *, block_bytes: int = BLOCK_BYTES) -> tuple[np.nda
     loading makes of each (:data:`PAIR_BYTES`), must fit the memory this node
     had when reading began: else the file is refused at the line reached.
     """
-    available = memory.available_bytes(None, 1)
+    available = limits.available_bytes(None, 1)
     pairs: list[np.ndarray] = []
     edges = 0
     lines_before = 0
@@ -64,8 +64,8 @@ def read_edge_ids(path: Path, *, block_bytes: int = BLOCK_BYTES) -> tuple[np.nda
             pairs.append(scan.values.reshape(-1, 2))
             edges += len(pairs[-1])
         lines_before += scan.num_lines
-        memory.check_fits(path, lines_before, f"{edges} edges read up to this line",
-                          edges * (PAIR_BYTES + memory.EDGE_BYTES), available=available)
+        limits.check_fits(path, lines_before, f"{edges} edges read up to this line",
+                          edges * (PAIR_BYTES + limits.EDGE_BYTES), available=available)
     if wrong_count is not None:
         raise InputError(f"expected 2 vertex ids 'source target', found {wrong_count[1]} values", path=path,
                          line=wrong_count[0])

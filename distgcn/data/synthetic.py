@@ -40,9 +40,9 @@ import numpy as np
 
 from distgcn.data.adjacency import edges_to_adjacency, require_edges
 from distgcn.data.features import random_training_data, split_masks
+from distgcn.data.graph import Graph
 from distgcn.errors import InputError
-from distgcn.graph import Graph
-from distgcn.memory import check_declared_size
+from distgcn.io.limits import check_declared_size
 
 PREFIX = "synthetic:"
 SBM_SPLIT = (0.1, 0.2, 0.7)

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from .inputs import Partition, Run, describe, model_sort_key
+from distgcn.report.inputs import Partition, Run, describe, model_sort_key
 
 __all__ = ["SPLIT_PARTS", "ScalingPoint", "Timing", "colour_limits", "describe", "model_groups", "scaling_series",
            "setting_groups", "timing"]

@@ -17,9 +17,16 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator
 
-from ..safe_io import PNG_MARKER, REPORT_FIGURE, is_output, write_file
-from .analysis import SPLIT_PARTS, colour_limits, describe, model_groups, scaling_series, timing
-from .inputs import Partition, Run
+from distgcn.io.safe_io import PNG_MARKER, REPORT_FIGURE, is_output, write_file
+from distgcn.report.analysis import (
+    SPLIT_PARTS,
+    colour_limits,
+    describe,
+    model_groups,
+    scaling_series,
+    timing,
+)
+from distgcn.report.inputs import Partition, Run
 
 DPI = 100
 COLOURS = {"compute_s": "tab:blue", "comm_wait_s": "tab:orange", "allreduce_s": "tab:green"}
@@ -37,7 +44,7 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    """Atomically, marked as distgcn's, replacing only an earlier report's figure (:mod:`distgcn.safe_io`)."""
+    """Atomically, marked as distgcn's, replacing only an earlier report's figure (:mod:`distgcn.io.safe_io`)."""
     return write_file(path, REPORT_FIGURE, lambda fh: fig.savefig(fh, format="png", dpi=DPI, metadata=PNG_MARKER))
 
 

@@ -13,11 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..partition_dir import load_listed_shard, minibatch_volume, read_meta, verify_parts_file
-from ..errors import InputError, lookup_failure
-from ..data.snap import file_stem
-from ..metrics_log import read_metrics, steady, steady_records
-from ..schema import SLOWEST_KEYS
+from distgcn.data.snap import file_stem
+from distgcn.errors import InputError, lookup_failure
+from distgcn.io.metrics_log import read_metrics, steady, steady_records
+from distgcn.io.schema import SLOWEST_KEYS
+from distgcn.shard.directory import (
+    load_listed_shard,
+    minibatch_volume,
+    read_meta,
+    verify_parts_file,
+)
 
 ANNOTATIONS = ("label", "ranks", "model", "graph")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
@@ -68,7 +73,7 @@ class Run:
         return np.array([r[key] for r in self.records], dtype=float)
 
     def steady(self, key: str) -> float:
-        """Median over the steady epochs (:func:`distgcn.metrics_log.steady_records`)."""
+        """Median over the steady epochs (:func:`distgcn.io.metrics_log.steady_records`)."""
         return steady(self.records, key)
 
     def steady_series(self, key: str) -> np.ndarray:

@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..safe_io import REPORT_SUMMARY, REPORT_TITLE, write_text
-from .analysis import SPLIT_PARTS, describe, scaling_series, setting_groups, timing
-from .inputs import Partition, Run
+from distgcn.io.safe_io import REPORT_SUMMARY, REPORT_TITLE, write_text
+from distgcn.report.analysis import (
+    SPLIT_PARTS,
+    describe,
+    scaling_series,
+    setting_groups,
+    timing,
+)
+from distgcn.report.inputs import Partition, Run
 
 UNKNOWN = "?"
 
@@ -137,5 +143,5 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
 
 
 def write_summary(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> Path:
-    """Write summary.md atomically, replacing only an earlier report's (:mod:`distgcn.safe_io`)."""
+    """Write summary.md atomically, replacing only an earlier report's (:mod:`distgcn.io.safe_io`)."""
     return write_text(out / "summary.md", REPORT_SUMMARY, render(runs, partitions, figures, out))

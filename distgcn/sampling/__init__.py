@@ -4,11 +4,11 @@
   frontier) over the whole Â, drawing from a ``numpy.random.Generator`` as
   published (N draws with replacement, r uniform roots, m uniform starts),
   with GraphSAINT's normalization. The stochastic hypergraph model
-  (``partition --model stochastic``, :mod:`partition.stochastic`) samples its
+  (``partition --model stochastic``, :mod:`distgcn.partitioning.stochastic`) samples its
   nets with them, ``benchmarks/samplers.py`` measures them, and
   tests/test_sampling.py pins their distributions. numpy and scipy only.
 * :mod:`.distributed`: each rank's part of the same four samplers, used by
-  minibatch training (:mod:`distgcn.minibatch`) over the 1D row partition,
+  minibatch training (:mod:`distgcn.training`) over the 1D row partition,
   where no rank holds Â. Every choice is a keyed hash of global ids
   (:mod:`distgcn.hashing`, keys in :mod:`.distributed.keys`) rather than a
   generator draw, so a batch is a function of (seed, epoch, batch): the same
@@ -40,7 +40,7 @@ tests/minibatch_reference.py draws with the same keys (tests/test_minibatch.py,
 tests/test_minibatch_walks.py).
 
 Dependencies run one way: :mod:`.distributed` imports :mod:`.reference`
-(the Fenwick tree), neither imports :mod:`distgcn.minibatch`, and this file
+(the Fenwick tree), neither imports :mod:`distgcn.training`, and this file
 imports neither, so :mod:`.cli_options` (the sampler flags that ``partition``
 and ``train`` share) loads without torch.
 """

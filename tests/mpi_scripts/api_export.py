@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import distgcn
-from distgcn.transport import Transport
+from distgcn.comm.transport import Transport
 
 
 def export_runs(transport: Transport, out: Path, spec: str, partdir: str, epochs: int) -> None:

@@ -16,12 +16,12 @@ import numpy as np
 import torch
 from spmm_check import make_graph, make_parts
 
-from distgcn.counters import CommCounters
-from distgcn.graph import Graph, normalized_adjacency
-from distgcn.halo import HALO_DTYPES, HaloExchanger, HaloPlan
-from distgcn.spmm import DistributedAdjacency
-from distgcn.transport import MPITransport, Transport
-from partition.shards import iter_shards
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport import MPITransport, Transport
+from distgcn.data.graph import Graph, normalized_adjacency
+from distgcn.shard.cut import iter_shards
+from distgcn.spmm.halo import HALO_DTYPES, HaloExchanger, HaloPlan
+from distgcn.spmm.product import DistributedAdjacency
 
 WIDTH = 5
 

@@ -1,4 +1,4 @@
-"""Run under a launcher: train on a partition directory and compare each rank's peak memory with distgcn.memory.
+"""Run under a launcher: train on a partition directory and compare each rank's peak memory with distgcn.memory.prediction.
 
 Measured on a CPU: the peak resident set (VmHWM) minus the resident set at a
 baseline taken after imports, the transport and a small warm-up step (so that
@@ -17,14 +17,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn.distribute import load_own_shard
-from distgcn.dropout import keyed_dropout
-from distgcn.partition_dir import shard_filename
-from distgcn.transport.setup import make_transport
+from distgcn.comm.transport.setup import make_transport
 from distgcn.config import TrainConfig
-from distgcn.memory import predict, shard_sizes
-from distgcn.pipeline import _compile_kernels
-from distgcn.trainer import Trainer
+from distgcn.memory.prediction import predict, shard_sizes
+from distgcn.nn.dropout import keyed_dropout
+from distgcn.shard.directory import shard_filename
+from distgcn.shard.distribute import load_own_shard
+from distgcn.training.pipeline import _compile_kernels
+from distgcn.training.trainer import Trainer
 
 
 def status_kib(field: str) -> int:

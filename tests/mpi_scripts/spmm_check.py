@@ -15,12 +15,12 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn.counters import CommCounters
-from distgcn.graph import Graph, normalized_adjacency
-from distgcn.halo import HaloExchanger, HaloPlan
-from distgcn.spmm import DistributedAdjacency
-from distgcn.transport import MPITransport, Transport
-from partition.shards import iter_shards
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.transport import MPITransport, Transport
+from distgcn.data.graph import Graph, normalized_adjacency
+from distgcn.shard.cut import iter_shards
+from distgcn.spmm.halo import HaloExchanger, HaloPlan
+from distgcn.spmm.product import DistributedAdjacency
 
 
 def make_graph(n: int, edges: int, seed: int, directed: bool):

@@ -9,7 +9,7 @@ epoch, batch) alone; the whole-graph oracle of the tests
 
 from __future__ import annotations
 
-from ...hashing import derive_key
+from distgcn.hashing import derive_key
 
 _SALT = 0x5A3C_17E9_B0D4_6F21
 """Separates the sampling stream from dropout's, which hashes the same (seed, epoch, index) triples."""

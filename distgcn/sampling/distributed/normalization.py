@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .keys import batch_key
-from .samplers import DistributedSampler
+from distgcn.sampling.distributed.keys import batch_key
+from distgcn.sampling.distributed.samplers import DistributedSampler
 
 
 @dataclass

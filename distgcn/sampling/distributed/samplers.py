@@ -11,7 +11,7 @@ never on P or the partition (up to the rounding of the global sums, see
 docs/minibatch.md). The edge sampler does the same for the off-diagonal
 entries of Â (its ceil(N/2) edge draws), keyed by the (v, u) global pair.
 The walk-based samplers (rw, frontier) are in :mod:`.walks`, the keys in
-:mod:`.keys`; :mod:`distgcn.minibatch.factory` builds any of the four.
+:mod:`.keys`; :mod:`distgcn.training.sampler_choice` builds any of the four.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ...hashing import uniforms
-from ...shard import Shard
-from ...transport import Transport
-from .plan_bytes import PlanBytes
+from distgcn.comm.transport import Transport
+from distgcn.hashing import uniforms
+from distgcn.shard.rank_shard import Shard
+from distgcn.spmm.plan_bytes import PlanBytes
 
 DISTRIBUTED_SAMPLERS = ("node", "edge", "rw", "frontier")
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
-from ...hashing import uniforms
-from ...shard import Shard
-from ...transport import Transport
-from ..reference.dashboard import FenwickTree
-from .keys import MOVE, POP, ROOTS, START, STEP, stream_key
-from .plan_bytes import PlanBytes
-from .samplers import DistributedSampler
+from distgcn.comm.transport import Transport
+from distgcn.errors import InputError
+from distgcn.hashing import uniforms
+from distgcn.sampling.distributed.keys import MOVE, POP, ROOTS, START, STEP, stream_key
+from distgcn.sampling.distributed.samplers import DistributedSampler
+from distgcn.sampling.reference.dashboard import FenwickTree
+from distgcn.shard.rank_shard import Shard
+from distgcn.spmm.plan_bytes import PlanBytes
 
 
 class WalkRows:

@@ -1,8 +1,16 @@
 """Single-process GraphSAINT samplers over the whole Â, and their normalization (see :mod:`distgcn.sampling`)."""
 
-from .dashboard import FenwickTree, frontier_walk_dashboard, frontier_walk_naive, frontier_walk_tree
-from .normalization import Normalization, estimate_normalization
-from .samplers import (
+from distgcn.sampling.reference.dashboard import (
+    FenwickTree,
+    frontier_walk_dashboard,
+    frontier_walk_naive,
+    frontier_walk_tree,
+)
+from distgcn.sampling.reference.normalization import (
+    Normalization,
+    estimate_normalization,
+)
+from distgcn.sampling.reference.samplers import (
     SAMPLER_OPTIONS,
     SAMPLERS,
     EdgeSampler,
@@ -12,7 +20,7 @@ from .samplers import (
     Sampler,
     make_sampler,
 )
-from .structure import SamplingGraph, Subgraph
+from distgcn.sampling.reference.structure import SamplingGraph, Subgraph
 
 __all__ = [
     "FenwickTree", "frontier_walk_dashboard", "frontier_walk_naive", "frontier_walk_tree",

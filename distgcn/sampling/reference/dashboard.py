@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .structure import SamplingGraph
+from distgcn.sampling.reference.structure import SamplingGraph
 
 
 class FenwickTree:

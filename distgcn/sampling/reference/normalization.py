@@ -25,9 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
-
-from .samplers import Sampler
-from .structure import Subgraph
+from distgcn.sampling.reference.samplers import Sampler
+from distgcn.sampling.reference.structure import Subgraph
 
 
 @dataclass

@@ -28,18 +28,24 @@ directed graph) and a rank can recover it for a halo vertex from Â's values
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from distgcn.errors import InputError
+from distgcn.sampling.reference.dashboard import (
+    frontier_walk_dashboard,
+    frontier_walk_naive,
+    frontier_walk_tree,
+)
+from distgcn.sampling.reference.structure import SamplingGraph, Subgraph
 
-from .dashboard import frontier_walk_dashboard, frontier_walk_naive, frontier_walk_tree
-from .structure import SamplingGraph, Subgraph
+if TYPE_CHECKING:
+    from distgcn.config import SamplerSpec
 
 __all__ = ["Sampler", "NodeSampler", "EdgeSampler", "RandomWalkSampler", "FrontierSampler",
-           "SAMPLERS", "SAMPLER_OPTIONS", "make_sampler"]
+           "SAMPLERS", "SAMPLER_OPTIONS", "make_sampler", "sampler_for"]
 
 
 class _Table:
@@ -214,3 +220,8 @@ def make_sampler(name: str, adjacency: sp.spmatrix | SamplingGraph, batch_size: 
         allowed = ", ".join(SAMPLER_OPTIONS[name]) or "none"
         raise InputError(f"sampler {name!r} has no option {unknown[0]!r} (options: {allowed})")
     return SAMPLERS[name](adjacency, batch_size, **options)
+
+
+def sampler_for(spec: SamplerSpec, adjacency: sp.spmatrix | SamplingGraph) -> Sampler:
+    """The sampler a :class:`~distgcn.config.SamplerSpec` names (``--sampler``), over ``adjacency``."""
+    return make_sampler(spec.name, adjacency, spec.batch_size, **spec.options)

@@ -1,0 +1,62 @@
+"""``distgcn stats DIR...`` and ``distgcn stats --predict SPEC``: parse the options and report
+(distgcn/cli/stats_tables.py does the work)."""
+
+from __future__ import annotations
+
+import argparse
+
+from distgcn.cli.options import field_flags, positive_int, probability, widths
+from distgcn.config import CONVS, DTYPES, OPTIMIZERS
+from distgcn.memory.from_sizes import parse_spec
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    stats = commands.add_parser("stats", help="communication metrics of partition directories (several: compared "
+                                               "in one table), or a prediction for a graph known by its size")
+    stats.add_argument("partition_dirs", nargs="*", metavar="DIR",
+                       help="a partition directory; give several to compare them, one row each")
+    stats.add_argument("--predict", type=parse_spec, metavar="n=N,nnz=Z,features=F,parts=P[,classes=C,halo=H]",
+                       help="instead of DIRs: per-rank memory and per-epoch halo bytes of a graph with N vertices, "
+                            "Z nonzeros in Â (self loops included), F features, C classes (default: 2) on P ranks; "
+                            "halo rows per rank H measured on a better partition, else a random partition's "
+                            "(an upper bound: docs/scale.md)")
+    stats.add_argument("--json", action="store_true",
+                       help="one JSON object instead of a table (several DIRs: a list of them, in order)")
+    stats.add_argument("--conv", choices=CONVS, default="gcn",
+                       help="layer type of the model whose peak memory per rank is predicted, as for train "
+                            "(default: gcn)")
+    stats.add_argument("--layers", type=positive_int, default=2,
+                       help="its layers (default: 2)")
+    stats.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+                       help="its hidden width(s), as for train (default: 16)")
+    stats.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
+    stats.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
+    stats.add_argument("--dropout", type=probability, default=0.5, help="(default: 0.5)")
+    stats.add_argument("--heads", type=positive_int, default=8, help="--conv gat: heads per hidden layer (default: 8)")
+    stats.add_argument("--output-heads", type=positive_int, default=1,
+                       help="--conv gat: heads of the last layer (default: 1)")
+    stats.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       help="--conv sage: no W_self term")
+    stats.set_defaults(field_name=field_flags(stats))
+    return stats
+
+
+def run(args: argparse.Namespace) -> int:
+    """One directory: its full report; several: one comparison table (or JSON list), all verified first."""
+    from distgcn.cli.stats_tables import print_comparison, print_prediction, print_stats
+    from distgcn.config import ModelConfig
+    from distgcn.errors import InputError
+
+    options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout, conv=args.conv,
+                          heads=args.heads, output_heads=args.output_heads, root_weight=args.root_weight)
+    if (args.predict is None) == (not args.partition_dirs):
+        raise InputError("stats: give partition directories or --predict, not both" if args.predict else
+                         "stats: give a partition directory (or several), or --predict n=...,nnz=...,features=...,"
+                         "parts=...")
+    if args.predict is not None:
+        print_prediction(args.predict, options, as_json=args.json)
+    elif len(args.partition_dirs) == 1:
+        print_stats(args.partition_dirs[0], as_json=args.json, options=options)
+    else:
+        print_comparison(args.partition_dirs, as_json=args.json, options=options)
+    return 0

@@ -1,0 +1,234 @@
+"""``distgcn stats DIR...``: the communication a partition causes, and each rank's predicted peak memory.
+
+``distgcn stats --predict SPEC``: the same predictions for a graph known only by its size (distgcn/memory/from_sizes.py).
+
+One directory prints its full report; several print one comparison table, a row per directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from distgcn.config import ModelConfig
+from distgcn.memory.from_sizes import GraphSpec, predict_graph
+from distgcn.memory.prediction import predict, shard_sizes, sizes_of
+from distgcn.shard.directory import (
+    load_listed_shard,
+    minibatch_volume,
+    read_meta,
+    validate_minibatch_fields,
+    verify_parts_file,
+)
+
+JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volume", "max_recv_volume",
+             "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
+
+
+def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool = True) -> list[dict]:
+    """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data).
+
+    With ``verify``, each shard is read whole and checked against meta.json, not just its headers: what
+    is reported on must be what training would read. Without (the summary ``partition`` prints of the
+    shards it has just written and checksummed), only the array headers are read.
+    """
+    ranks = []
+    for rank in range(meta["parts"]):
+        if verify:
+            sizes = sizes_of(load_listed_shard(directory, meta, rank))
+        else:
+            sizes = shard_sizes(directory / meta["shards"][rank]["file"])
+        ranks.append({"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows,
+                      "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, options, True)["total"],
+                      "cpu_bytes": predict(sizes, options, False)["total"]})
+    return ranks
+
+
+def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) -> tuple[dict, dict]:
+    """(meta.json, the stats object) of one directory: meta.json against the schema, and with ``verify``
+    parts.npy and every shard against their checksums, so that nothing unchecked is reported."""
+    meta = read_meta(directory)
+    if verify:
+        verify_parts_file(directory, meta)
+    out = {key: meta.get(key) for key in JSON_KEYS}
+    out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
+    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify)}
+    return meta, out
+
+
+def _figure(value: object, spec: str = "", unit: str = "") -> str:
+    """``value`` formatted with ``spec`` and followed by ``unit``; 'not recorded' where meta.json has none."""
+    return "not recorded" if value is None else f"{value:{spec}}{unit}"
+
+
+def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> dict:
+    return _verified_stats(Path(directory), options, verify)[1]
+
+
+def model_words(m: dict, dropout: bool = False) -> str:
+    """A model's settings in words (``stats``); the layer type is named when it is not the GCN."""
+    hidden = ",".join(str(w) for w in m["hidden"])
+    conv = {"sage": "GraphSAGE" + ("" if m.get("root_weight", True) else " without W_self") + ", ",
+            "gat": f"GAT with {m.get('heads')} heads ({m.get('output_heads')} in the last layer), "}
+    return (f"{conv.get(m.get('conv', 'gcn'), '')}{m['layers']} layers, hidden {hidden}, {m['dtype']}, "
+            f"{m['optimizer']}" + (f", dropout {m['dropout']}" if dropout else ""))
+
+
+def _memory_table(memory: dict) -> str:
+    m = memory["model"]
+    lines = [f"predicted peak memory per rank ({model_words(m)}; distgcn/memory/prediction.py):",
+             f"{'rank':>6} {'rows':>10} {'halo rows':>10} {'nonzeros':>12} {'GPU MiB':>10} {'CPU MiB':>10}"]
+    for r in memory["ranks"]:
+        lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['halo_rows']:>10} {r['nnz']:>12} "
+                     f"{r['gpu_bytes'] / 2**20:>10.1f} {r['cpu_bytes'] / 2**20:>10.1f}")
+    return "\n".join(lines)
+
+
+def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> str:
+    """The report of one directory; a figure that meta.json does not record (an older or edited file) reads
+    'not recorded'."""
+    s = stats_json(directory, options, verify)
+    graph = s["graph"] or {}
+    vol, msg = s["volume"] or {}, s["messages"] or {}
+    rows = [
+        ("graph", f"{graph.get('name')}  ({graph.get('n')} vertices, {graph.get('nnz')} nonzeros in Â)"),
+        ("partition", f"{s['model']} into {s['parts']} parts"
+                      + (f" by {s['partitioner']}" if s["partitioner"] else "")
+                      + (f" ({s['preset']})" if s["preset"] else "")
+                      + (f", epsilon {s['epsilon']}" if s["epsilon"] is not None else "")
+                      + (f", seed {s['seed']}" if s["seed"] is not None else "")),
+        ("partition time", _figure(s["partition_s"], ".2f", " s")),
+        ("volume (rows/SpMM)", f"total {_figure(vol.get('total'))}  avg {_figure(vol.get('avg'), '.1f')}  "
+                               f"max sent {_figure(vol.get('max'))}  max received {_figure(s['max_recv_volume'])}"),
+        ("messages (per SpMM)", f"total {_figure(msg.get('total'))}  avg {_figure(msg.get('avg'), '.1f')}  "
+                                f"max sent {_figure(msg.get('max'))}  max received {_figure(s['max_recv_messages'])}"),
+        ("connectivity-1", _figure(s["connectivity_minus_one"])),
+        ("edge cut", _figure(s["edge_cut"])),
+        ("load imbalance", _figure(s["imbalance"], ".3f", " (max/avg nonzeros per rank)")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
+
+
+def print_stats(directory: str, as_json: bool, options: ModelConfig = ModelConfig(), verify: bool = True) -> None:
+    """``verify=False`` only for a directory this process has just written (``partition``'s summary)."""
+    print(json.dumps(stats_json(directory, options, verify)) if as_json else stats_table(directory, options, verify))
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One row of the comparison: the directory as the user named it, its stats object, its minibatch figures."""
+
+    label: str
+    stats: dict
+    sampler: str | None
+    samples: int | None
+    minibatch_volume: float | None
+    """The stochastic model's cut over its samples: the sampled minibatches' mean volume, an unbiased estimate
+    of the expected rows one minibatch SpMM moves (partition/stochastic.py)."""
+
+
+def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | None, float | None]:
+    """(sampler, sample count, minibatch volume) as meta.json records them; None where it has none."""
+    validate_minibatch_fields(meta, directory)
+    spec = meta.get("sampler")
+    sampler = None
+    if spec is not None:
+        extra = "".join(f", {name} {value}" for name, value in sorted(spec.get("options", {}).items()))
+        sampler = f"{spec['name']} (batch {spec['batch_size']}{extra})"
+    return sampler, meta.get("shp_samples"), minibatch_volume(meta)
+
+
+def compare(directories: Sequence[str], options: ModelConfig = ModelConfig()) -> list[Compared]:
+    """Every directory read and verified before any is reported: a bad one stops the command with its name."""
+    rows = []
+    for label in directories:
+        meta, stats = _verified_stats(Path(label), options)
+        rows.append(Compared(label, stats, *_minibatch_fields(meta, Path(label))))
+    return rows
+
+
+def _cell(value: object, spec: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}"
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:.1f}"
+
+
+def compare_table(rows: Sequence[Compared]) -> str:
+    """One line per directory; '-' where a partition has no such value (a sampler for a full-batch model)."""
+    m = rows[0].stats["memory"]["model"]
+    header = ("partition", "model", "P", "volume", "vol max", "messages", "msg max", "imbalance",
+              "GPU MiB", "CPU MiB", "sampler", "samples", "minibatch vol")
+    body = []
+    for r in rows:
+        s = r.stats
+        model = f"{s['model']} ({s['partitioner']})" if s["partitioner"] else str(s["model"])
+        ranks = s["memory"]["ranks"]
+        vol, msg = s["volume"] or {}, s["messages"] or {}
+        body.append((r.label, model, str(s["parts"]), _cell(vol.get("total")), _cell(vol.get("max")),
+                     _cell(msg.get("total")), _cell(msg.get("max")), _cell(s["imbalance"], ".3f"),
+                     _mib(max(x["gpu_bytes"] for x in ranks)), _mib(max(x["cpu_bytes"] for x in ranks)),
+                     r.sampler or "-", "-" if r.samples is None else str(r.samples),
+                     "-" if r.minibatch_volume is None else f"{r.minibatch_volume:.1f}"))
+    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
+    text_columns = {0, 1, 10}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i in text_columns else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    legend = [
+        "volume, vol max: rows sent per SpMM by all ranks, by the largest sender; messages, msg max: the same "
+        "in messages",
+        "imbalance: max/avg nonzeros per rank; GPU/CPU MiB: the largest rank's predicted peak memory "
+        f"({model_words(m)})",
+        "minibatch vol: the stochastic model's sampled minibatches' mean volume (rows per minibatch SpMM); "
+        "-: not recorded",
+    ]
+    return "\n".join([line(header), *(line(b) for b in body), "", *legend])
+
+
+def print_comparison(directories: Sequence[str], as_json: bool, options: ModelConfig = ModelConfig()) -> None:
+    """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table."""
+    rows = compare(directories, options)
+    print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))
+
+
+def prediction_table(p: dict) -> str:
+    """``stats --predict``'s report: what was assumed, the shard it implies, memory by term, halo traffic."""
+    spec, shard, m = p["spec"], p["shard"], p["model"]
+    rows = [
+        ("graph", f"{spec['n']} vertices, {spec['nnz']} nonzeros in Â, {spec['features']} features, "
+                  f"{spec['classes']} classes, on {spec['parts']} ranks"),
+        ("model", model_words(m, dropout=True)),
+        ("halo rows per rank", f"{shard['halo_rows']} ({p['halo_source']})"),
+        ("largest rank's shard", f"{shard['rows']} rows, {shard['nnz_owned'] + shard['nnz_halo']} nonzeros "
+                                 f"({shard['nnz_halo']} in the halo block), {shard['senders']} senders"),
+        ("halo per SpMM", f"{p['halo_rows_per_spmm']} rows sent by all ranks"),
+        ("halo per epoch", f"{p['halo_bytes_per_epoch'] / 1e9:.2f} GB over {p['spmm_exchanges']} exchanges "
+                           f"({p['halo_rows_per_epoch']} rows; full batch, exact first layer)"),
+        ("partitioning node", f"at least {p['partitioning_bytes']['total'] / 2**30:.1f} GiB (Â's CSR "
+                              f"{p['partitioning_bytes']['adjacency_csr'] / 2**30:.1f}, features "
+                              f"{p['partitioning_bytes']['features'] / 2**30:.1f}, part vector "
+                              f"{p['partitioning_bytes']['parts'] / 2**30:.1f})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    terms = [k for k in p["gpu_bytes"] if k != "total"] + [k for k in p["cpu_bytes"] if k not in p["gpu_bytes"]]
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += ["", "predicted peak memory of the largest rank (distgcn/memory/prediction.py; libraries not counted):",
+              f"{'term':<14} {'GPU GiB':>10} {'CPU GiB':>10}"]
+    for term in [*terms, "total"]:
+        gpu = p["gpu_bytes"].get(term)
+        lines.append(f"{term:<14} {'-' if gpu is None else f'{gpu / 2**30:.2f}':>10} "
+                     f"{p['cpu_bytes'][term] / 2**30:>10.2f}")
+    return "\n".join(lines)
+
+
+def print_prediction(spec: GraphSpec, options: ModelConfig, as_json: bool) -> None:
+    """``stats --predict``: one JSON object, or the table."""
+    prediction = predict_graph(spec, options)
+    print(json.dumps(prediction) if as_json else prediction_table(prediction))

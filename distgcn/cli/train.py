@@ -1,0 +1,250 @@
+"""``distgcn train``: the run's configuration from the arguments, then the pipeline on every rank.
+
+Rank 0 prints the summary and writes the outputs; the exit status says how the run ended
+(0, 2 bad input, 3 diverged, 128 + N at the scheduler's warning N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distgcn.cli.options import (
+    add_graph_options,
+    add_vertex_order_option,
+    epochs_int,
+    field_flags,
+    non_negative_float,
+    positive_int,
+    probability,
+    seed_int,
+    threads_int,
+    widths,
+)
+from distgcn.cli.sampler_options import add_sampler_options, sampler_spec
+from distgcn.config import (
+    BACKENDS,
+    COMMS,
+    CONVS,
+    DEFAULT_PARTITION_MODEL,
+    DTYPES,
+    FIRST_LAYERS,
+    HALO_DTYPES,
+    KERNELS,
+    OPTIMIZERS,
+    TRAIN_PARTITIONS,
+    ComputeConfig,
+    MinibatchConfig,
+    OutputConfig,
+    ProgressConfig,
+    RunConfig,
+    SourceConfig,
+    TrainConfig,
+)
+from distgcn.errors import InputError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    train = commands.add_parser("train", help="train a GCN on P ranks (launch with mpiexec -n P)",
+                                description="Train a GCN; each rank holds only its rows of Â, H and G.")
+    train.add_argument("partition_dir", nargs="?", metavar="DIR",
+                       help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
+    train.add_argument("--graph", metavar="GRAPH",
+                       help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
+    train.add_argument("--partition", default=DEFAULT_PARTITION_MODEL, choices=TRAIN_PARTITIONS,
+                       help="how rank 0 partitions --graph; hypergraph uses Mt-KaHyPar's deterministic preset, so "
+                            f"that a resumed run gets the same partition (default: {DEFAULT_PARTITION_MODEL})")
+    add_vertex_order_option(train, "with --graph: ", None)
+    add_graph_options(train)
+    train.add_argument("--conv", choices=CONVS, default="gcn",
+                       help="layer type: gcn, sage (GraphSAGE, mean aggregator) or gat (graph attention); all "
+                            "aggregate over Â's pattern on the same halo plan (docs/models.md; default: gcn)")
+    train.add_argument("--layers", type=int, default=2, help="number of layers, >= 2 (default: 2)")
+    train.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+                       help="hidden width, or one width per hidden layer; with --conv gat, per head "
+                            "(default: 16)")
+    train.add_argument("--heads", type=positive_int, default=8,
+                       help="--conv gat: attention heads of each hidden layer, concatenated (default: 8)")
+    train.add_argument("--output-heads", type=positive_int, default=1,
+                       help="--conv gat: attention heads of the last layer, averaged (default: 1)")
+    train.add_argument("--attention-dropout", type=probability,
+                       help="--conv gat: dropout of the attention coefficients (default: --dropout)")
+    train.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       help="--conv sage: no W_self term, a vertex's own row enters only if it is its own "
+                            "neighbour (default: W_self·h_v + W_neigh·mean)")
+    train.add_argument("--epochs", type=epochs_int, default=200, help="epochs, at most 99999999 (default: 200)")
+    train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
+    train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
+    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
+                       help="L2 weight decay (default: 5e-4)")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
+    train.add_argument("--seed", type=seed_int, default=0,
+                       help="seed of the weights, dropout, random partition and random features, 0..2147483647 "
+                            "(default: 0)")
+    train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
+    train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
+                       help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
+                            "dropout then applies after the aggregation (a different model; default: exact)")
+    train.add_argument("--comm", choices=COMMS, default="halo",
+                       help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
+                            "1D algorithm, for comparison (default: halo, only the rows Â needs)")
+    train.add_argument("--halo-dtype", choices=HALO_DTYPES,
+                       help="send halo rows (forward) and halo partial products (backward) in this dtype, "
+                            "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
+                            "rounding of what crosses ranks (default: --dtype, no conversion)")
+    train.add_argument("--threads", type=threads_int,
+                       help="compute threads per rank (torch, BLAS and our numba kernels); default: "
+                            "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
+    train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
+                       help="local sparse product: auto = numba on the CPU (our loop on --threads threads; "
+                            "torch's CSR product on int32 indices below 8 columns), torch CSR on a GPU "
+                            "(default: auto; measured in docs/performance.md)")
+    train.add_argument("--backend", choices=BACKENDS,
+                       help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
+                            "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "
+                            "(docs/gpu.md)")
+    train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
+    train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
+    train.add_argument("--checkpoint-dir", metavar="D",
+                       help="directory for checkpoints (created; must be visible to every rank)")
+    train.add_argument("--checkpoint-every", type=positive_int, metavar="K",
+                       help="write a checkpoint every K epochs and after the last one")
+    train.add_argument("--checkpoint-keep", type=positive_int, default=3, metavar="N",
+                       help="keep the newest N checkpoints (default: 3)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
+                            "there is none, so a requeued job can always pass it)")
+    train.add_argument("--restart-metrics", action="store_true",
+                       help="with --resume: start a new --metrics file after the checkpoint's epoch instead of "
+                            "continuing the old one, which is refused when it is another run's or lacks epochs")
+    add_sampler_options(train)
+    train.add_argument("--batches-per-epoch", type=positive_int, metavar="K",
+                       help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
+    train.add_argument("--norm-samples", type=int, default=50, metavar="B",
+                       help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
+                            "(default: 50)")
+    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
+    train.add_argument("--verbose", action="store_true",
+                       help="also each epoch's time split and traffic, and the run's settings")
+    train.set_defaults(field_name=field_flags(train))
+    return train
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The run's configuration (checked) from train's arguments; refused before any transport starts."""
+    minibatch = _minibatch(args)
+    source = SourceConfig(partition_dir=args.partition_dir, graph=args.graph, partition=args.partition,
+                          vertex_order=args.vertex_order, symmetrize=args.symmetrize, features=args.features,
+                          classes=args.classes, feature_norm=args.feature_norm)
+    source.require_one()
+    outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
+                           checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
+                           resume=args.resume, restart_metrics=args.restart_metrics)
+    train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
+                        seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
+                        halo_dtype=args.halo_dtype, conv=args.conv, heads=args.heads,
+                        output_heads=args.output_heads, attention_dropout=args.attention_dropout,
+                        root_weight=args.root_weight)
+    return RunConfig(source=source, train=train, minibatch=minibatch,
+                     compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
+                     outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
+
+
+def _announce(args: argparse.Namespace) -> None:
+    """Rank 0 of a launched job says that it started, before the seconds of importing torch and starting MPI.
+
+    Read from the launcher's environment alone; a process started by hand (launcher none) stays as it was.
+    """
+    import os
+
+    from distgcn.comm.launch import detect
+    from distgcn.runtime.progress import Progress
+
+    launch = detect(os.environ)
+    if launch.launcher != "none":
+        Progress.for_rank(launch.rank, quiet=args.quiet, verbose=args.verbose).info(
+            f"starting {launch.world_size} rank(s) ({launch.launcher}): loading torch, then the transport")
+
+
+def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
+    """The minibatch settings, None for full-batch training (no --sampler)."""
+    spec = sampler_spec(args)
+    if spec is None:
+        if args.batches_per_epoch is not None:
+            raise InputError("--batches-per-epoch needs --sampler")
+        return None
+    from distgcn.training.pipeline import minibatch_config
+
+    return minibatch_config(spec.name, spec.batch_size, spec.options, args.batches_per_epoch, args.norm_samples)
+
+
+def run(args: argparse.Namespace) -> int:
+    from distgcn.kernels.allocator import keep_freed_memory, prefer_huge_pages
+
+    prefer_huge_pages()  # before anything imports torch
+    _announce(args)
+    from distgcn.comm.agreement import RanksDisagree
+    from distgcn.comm.collective import CollectiveInputError, abort_on_unexpected
+    from distgcn.comm.transport.setup import make_transport
+    from distgcn.runtime import signals
+    from distgcn.runtime.threads import default_threads, set_threads
+    from distgcn.training.trainer import TrainingDiverged
+
+    config = run_config(args)
+    signals.defer_warning()  # the scheduler's warning ends training at an epoch boundary, after a checkpoint
+    transport = make_transport(config.compute.backend)
+    signals.attach_job(transport.rank, transport.size, transport.abort)
+    try:
+        ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks, whatever its --threads
+        threads = config.compute.threads or default_threads(ranks_on_node)
+        set_threads(threads)
+        keep_freed_memory()
+        code = _train(config, transport, threads, args.field_name)
+    except CollectiveInputError as exc:
+        if exc.printed_here:
+            print(f"distgcn: error: {exc}", file=sys.stderr)
+        code = 2
+    except RanksDisagree as exc:  # raised by every rank together
+        if exc.printed_here:
+            print(f"distgcn: error: {exc.render(args.field_name)}", file=sys.stderr)
+        code = 2
+    except TrainingDiverged as exc:  # raised by every rank in the same epoch (the loss is global)
+        if transport.rank == 0:
+            directory = config.outputs.checkpoint_dir
+            kept = f"; checkpoints in {directory} end before it" if directory else ""
+            print(f"distgcn: error: {exc}{kept}", file=sys.stderr)
+        code = 3
+    except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
+        abort_on_unexpected(transport, exc)
+        return 1
+    transport.close()  # every path above is taken by all ranks together
+    return code
+
+
+def _train(config: RunConfig, transport, threads: int, field_name) -> int:
+    from distgcn.runtime import signals
+    from distgcn.training import pipeline
+
+    outcome = pipeline.run(config, transport, threads, pipeline.shards_from(config.source, config.train.seed),
+                           field_name)
+    if outcome.stopped_after is not None:
+        return signals.exit_code(signals.WARNING_SIGNAL)
+    if transport.rank == 0:
+        if outcome.history:
+            print(_summary(outcome.history[-1], transport.size), flush=True)
+        else:
+            print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs} >= --epochs "
+                  f"{config.train.epochs}; nothing left to train", flush=True)
+    return 0
+
+
+def _summary(m: dict, ranks: int) -> str:
+    return (
+        f"done: {m['epoch']} epochs on {ranks} rank(s)  final loss {m['loss']:.4f}  "
+        f"train acc {m['train_acc']:.4f}  val acc {m['val_acc']:.4f}  test acc {m['test_acc']:.4f}\n"
+        f"communication per epoch: {m['halo_rows']} halo rows ({m['halo_bytes'] / 1e6:.2f} MB) in "
+        f"{m['messages']} messages over {m['spmm_exchanges']} SpMM exchanges; busiest rank sent "
+        f"{m['max_rank_halo_rows']} rows; comm wait {m['comm_wait_s'] * 1e3:.1f} ms, "
+        f"allreduce {m['allreduce_s'] * 1e3:.1f} ms of {m['epoch_s'] * 1e3:.1f} ms"
+    )

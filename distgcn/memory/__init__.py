@@ -1,0 +1,1 @@
+"""Predicting one rank's peak memory before training: from a shard's sizes, or from a graph known by its size."""

@@ -1,0 +1,260 @@
+"""Predicting one rank's peak memory from its shard's sizes and the model, before training.
+
+A graph too big for one GPU is trained by adding ranks until every rank's
+share fits; this model says how many that takes without trying. It counts
+the bytes that the trainer's own code allocates (not the ~300 MB of torch,
+CUDA or MPI libraries), term by term, following trainer.py, spmm.py,
+halo.py, model.py and dropout.py:
+
+- the shard as loaded (host memory, kept for the whole run);
+- the local Â in the kernel's form: the owned block, one halo block per
+  sender (each with its own row pointer), int32 indices where they fit
+  (scipy, numba) or int64 (torch, which also builds each halo block's
+  transpose on the first backward pass); the owned block's transpose only
+  where it is not its own (a directed graph; counted unless known);
+- features, labels, masks, the send index;
+- weights, their gradients and the optimizer state;
+- halo and send buffers, one pair per distinct width that crosses ranks;
+- activations: what autograd keeps from the training forward pass, plus the
+  largest transient (a layer's products and the kernel's temporary), or the
+  backward pass's gradients. Dropout keeps no mask on the CPU, and a layer
+  that multiplies dropout(H) by W keeps H, not dropout(H) (dropout.py).
+
+On a GPU every tensor term is device memory and the shard stays on the host.
+On a CPU both are in the same memory, and tensors that torch builds without
+copying from the shard's arrays (same dtype) are counted once.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from distgcn.config import ConfigError, ModelConfig, attention_heads
+from distgcn.errors import InputError
+from distgcn.io.limits import available_bytes
+from distgcn.io.npy_files import read_npy_header, read_npz
+
+ITEMSIZE = {"float32": 4, "float64": 8}
+OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
+"""Tensors of a parameter's size that the optimizer keeps (Adam: two moments; SGD without momentum: none)."""
+_INDEX = 8  # int64 row pointers, column indices and row lists
+
+
+@dataclass(frozen=True)
+class ShardSizes:
+    """The sizes of one rank's shard that memory depends on."""
+
+    rows: int
+    halo_rows: int
+    nnz_owned: int
+    nnz_halo: int
+    rows_sent: int
+    senders: int
+    features: int
+    feature_itemsize: int
+    adjacency_itemsize: int
+    classes: int
+    owned_symmetric: bool | None = None
+    """Whether the owned block is its own transpose (then no transpose is stored); None: unknown, counted."""
+
+
+def sizes_of(shard) -> ShardSizes:
+    """The sizes of a shard already in memory (see :func:`shard_sizes` for one on disk)."""
+    return ShardSizes(
+        rows=shard.n_owned, halo_rows=shard.n_halo, nnz_owned=shard.owned_block.nnz, nnz_halo=shard.halo_block.nnz,
+        rows_sent=int(shard.send_index.shape[0]), senders=int(shard.recv_peers.shape[0]),
+        features=int(shard.features.shape[1]), feature_itemsize=shard.features.itemsize,
+        adjacency_itemsize=shard.owned_block.data.itemsize, classes=shard.num_classes,
+    )
+
+
+def refuse_if_too_big(predicted: dict[str, int], available: int | None, where: str) -> None:
+    """An InputError before training starts if the predicted peak exceeds what the rank has."""
+    if available is None or predicted["total"] <= available:
+        return
+    largest = max((k for k in predicted if k != "total"), key=predicted.__getitem__)
+    raise ConfigError("train.hidden", f"the model would need {predicted['total'] / 2**30:.1f} GiB on this rank "
+                      f"(largest part: {largest}, {predicted[largest] / 2**30:.1f} GiB) but {where} has "
+                      f"{available / 2**30:.1f} GiB available: use more ranks, smaller {{train.hidden}} or float32")
+
+
+def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Shape and dtype of every array in an .npz, read from the headers alone (no data)."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as fh:
+                    header = read_npy_header(fh)
+                if header is None:  # 3.0 only for non-ASCII field names, which shards do not have
+                    continue
+                shape, _fortran, dtype = header
+                out[name.removesuffix(".npy")] = (shape, dtype)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read shard ({exc})", path=path) from None
+    return out
+
+
+def shard_sizes(path: str | Path) -> ShardSizes:
+    """Sizes of a shard file, without loading its arrays."""
+    path = Path(path)
+    headers = _npz_headers(path)
+    try:
+        classes = int(read_npz(path, ["num_classes"])["num_classes"])
+        return ShardSizes(
+            rows=headers["global_ids"][0][0], halo_rows=headers["halo_global_ids"][0][0],
+            nnz_owned=headers["owned_block.indices"][0][0], nnz_halo=headers["halo_block.indices"][0][0],
+            rows_sent=headers["send_index"][0][0], senders=headers["recv_peers"][0][0],
+            features=headers["features"][0][1], feature_itemsize=headers["features"][1].itemsize,
+            adjacency_itemsize=headers["owned_block.data"][1].itemsize, classes=classes,
+        )
+    except (KeyError, IndexError) as exc:
+        raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
+    except ValueError as exc:  # num_classes pickled, or not a number
+        raise InputError(f"not a distgcn shard ({exc})", path=path) from None
+
+
+def exchanged_width(fan_in: int, fan_out: int) -> int:
+    """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
+    return min(fan_in, fan_out)
+
+
+def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows (model.py).
+
+    What the forward pass keeps: per layer its ReLU output (the logits on the
+    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
+    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
+    (not the input's). The peak is the backward pass's: all of that plus an
+    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
+    forward transient exceeds it: a layer's products and the temporary take at
+    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
+    on top of no more than the forward pass keeps in the end.
+    """
+    saved = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
+            mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
+            saved += mask + n * a * s
+        saved += n * b * s
+    return saved + 3 * n * max(widths[1:]) * s
+
+
+def scipy_index_bytes(sizes: ShardSizes) -> int:
+    """Bytes of one index in a scipy CSR block of this shard: int32 where every column and row pointer fits."""
+    return 4 if max(sizes.rows + sizes.halo_rows, sizes.nnz_owned + sizes.nnz_halo) < 2**31 else _INDEX
+
+
+def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
+    """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
+    n, h = sizes.rows, sizes.halo_rows
+    index = _INDEX if kernel == "torch" else scipy_index_bytes(sizes)
+    owned = (n + 1) * index + sizes.nnz_owned * (index + s)
+    halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
+    total = owned + halo
+    if not sizes.owned_symmetric:
+        total += owned
+    if kernel == "torch":  # each halo block's transpose, built on the first backward pass
+        total += (h + sizes.senders) * _INDEX + sizes.nnz_halo * (_INDEX + s)
+    return total
+
+
+def _sage_activations(n: int, widths: list[int], s: int, dropout: float, root_weight: bool) -> int:
+    """GraphSAGE's saved activations (sage.py), per layer: dropout(H) where a product reads it (W_self, or
+    W_neigh before the mean when b < a) and dropout made a copy, the mean's output where W_neigh multiplies
+    it afterwards (b >= a), and the output; plus the widest transient, as the GCN's."""
+    saved = 0
+    for a, b in zip(widths[:-1], widths[1:]):
+        if dropout > 0 and (root_weight or b < a):
+            saved += n * a
+        saved += (n * a if b >= a else 0) + n * b
+    return (saved + 3 * n * max(widths[1:])) * s
+
+
+def _gat_activations(n: int, halo: int, edges: int, widths: list[int], heads: list[int], s: int,
+                     dropout: float, attention_dropout: float) -> int:
+    """GAT's saved activations (gat.py), per layer: dropout(X) where dropout made a copy (layer 0), [z; halo
+    rows of z], ELU's input and the next layer's input (dropped or not) after a hidden layer (the logits after
+    the last), and per edge and head four values (the score sum, exp, the row sums it divides by, α), five
+    with attention dropout (measured: tests/test_memory_model.py counts what autograd saves).
+    The edge sum keeps no gathered row per edge (_EdgeWeightedSum). Backward adds, at the widest layer, four
+    edge-by-head gradients, three gradients of [z; halo rows] and two 16 MiB slices of gathered rows."""
+    saved, widest = 0, 0
+    last = len(widths) - 2
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        saved += (n * fan_in if dropout > 0 and layer == 0 else 0) + (n + halo) * k * b
+        saved += n * b if layer == last else 2 * n * k * b
+        saved += (5 if attention_dropout > 0 else 4) * edges * k
+        widest = max(widest, 4 * edges * k + 3 * (n + halo) * k * b)
+    return (saved + widest) * s + 2 * (1 << 24)
+
+
+def _gat_parameters(widths: list[int], heads: list[int]) -> int:
+    """W (in x K·out), a_src and a_dst (K x out) and the bias, per layer (gat.gat_parameters)."""
+    total = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        total += fan_in * k * b + 2 * k * b + (b if layer == len(widths) - 2 else k * b)
+    return total
+
+
+def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "auto") -> dict[str, int]:
+    """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs.
+
+    ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
+    ``model.conv`` picks the layer type's terms (docs/models.md): GraphSAGE holds D⁻¹A (Â's pattern less
+    the diagonal, never symmetric) instead of Â; GAT holds no kernel copy of Â but its edges as int64 lists.
+    Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba's kernels: about 370 MiB of a CPU rank).
+    """
+    s = ITEMSIZE[model.dtype]
+    n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
+    widths = model.widths(sizes.features, sizes.classes)
+    edges = sizes.nnz_owned + sizes.nnz_halo
+    if kernel == "auto":
+        kernel = "torch" if on_gpu else "numba"
+    if model.conv == "gat":
+        heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
+        params = _gat_parameters(widths, heads)
+        exchanged = {k * b for k, b in zip(heads, widths[1:])}
+        adjacency = edges * 4 * _INDEX  # dst, src (torch) and their global ids (numpy)
+        activations = _gat_activations(n, h, edges, widths, heads, s, model.dropout, model.attention_p)
+    else:
+        layers = zip(widths[:-1], widths[1:])
+        params = sum(a * b * (2 if model.conv == "sage" and model.root_weight else 1) + b for a, b in layers)
+        exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
+        if model.conv == "sage":
+            mean = replace(sizes, nnz_owned=max(0, sizes.nnz_owned - n), owned_symmetric=False)
+            adjacency = adjacency_bytes(mean, s, kernel)
+            activations = _sage_activations(n, widths, s, model.dropout, model.root_weight)
+        else:
+            adjacency = adjacency_bytes(sizes, s, kernel)
+            activations = _activations(n, widths, s, model.dropout, on_gpu)
+    terms = {
+        "adjacency": adjacency,
+        "features": n * sizes.features * s,
+        "labels_masks": n * (_INDEX + 3),
+        "plan": r * _INDEX,
+        "parameters": params * s * (2 + OPTIMIZER_STATES[model.optimizer]),
+        "halo_buffers": sum((h + r) * c * s for c in exchanged),
+        "activations": activations,
+    }
+    if on_gpu:
+        terms["total"] = sum(terms.values())
+        return terms
+    # scipy holds the loaded blocks' row pointers and columns as int32 where they fit (the file's are int64)
+    shard = ((n + 1) * 2 + sizes.nnz_owned + sizes.nnz_halo) * scipy_index_bytes(sizes) \
+        + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
+        + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
+    shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
+        + (sizes.nnz_owned * s if model.conv == "gcn" and kernel == "torch" and sizes.adjacency_itemsize == s
+           else 0) + n * 3 + r * _INDEX
+    terms["shard"] = shard - shared
+    terms["total"] = sum(terms.values())
+    return terms

@@ -1,0 +1,216 @@
+"""GAT (Veličković et al., ICLR 2018) over the same 1D plan as the GCN: attention on the edges of Â's pattern.
+
+Per layer and head k: z = dropout(h)·W, e_ij = LeakyReLU_0.2(a_dstᵏ·z_i + a_srcᵏ·z_j) for every entry (i, j)
+of Â's pattern (the neighbours i aggregates from, and i itself), α_ij = softmax over j of e_ij, then attention
+dropout, and h'_i = Σ_j α_ij z_j. Hidden layers concatenate their heads and apply ELU; the last layer averages its
+heads (the logits).
+
+Distributed: z is the only thing that crosses ranks, once per layer over the GCN's halo plan
+(:func:`distgcn.spmm.halo_gather.gather_halo`); the source terms a_srcᵏ·z_j of halo rows are computed from their
+rows of z on arrival. Row i's whole neighbourhood is on i's rank in a 1D partition, so the softmax needs no
+further exchange. Backward, the gradient of the halo rows of z returns over the reverse exchange. Attention
+dropout is keyed by the global ids of both endpoints, so P ranks drop the edges one process would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from distgcn.config import attention_heads
+from distgcn.hashing import GOLDEN, as_int64, derive_key, mix64, mix64_int64_inplace
+from distgcn.kernels.dense import matmul
+from distgcn.nn.dropout import (
+    dropout_key,
+    keyed_dropout,
+    keyed_keep_mask,
+    scaled,
+    scaled_keep_mask_torch,
+)
+from distgcn.nn.model import LayerStack, glorot_matrices
+from distgcn.nn.sparse_input import SparseRows
+
+NEGATIVE_SLOPE = 0.2
+"""LeakyReLU's slope in the attention scores (the GAT paper's)."""
+_ATTENTION_STREAM = 1
+"""Keys attention dropout apart from the input dropout of the same (seed, epoch, layer)."""
+
+
+def attention_key(seed: int, epoch: int, layer: int) -> int:
+    """The key of a layer's attention dropout in an epoch."""
+    return derive_key(seed, epoch, layer, _ATTENTION_STREAM)
+
+
+def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, key: int) -> np.ndarray:
+    """Boolean [edges, heads]: True where head k keeps edge (dst_ids[e], src_ids[e]) (probability 1 - p).
+
+    A function of the two global ids, so the mask does not depend on the partition.
+    """
+    with np.errstate(over="ignore"):
+        edge = mix64(np.asarray(dst_ids, dtype=np.uint64) * GOLDEN + np.uint64(key)) \
+            + np.asarray(src_ids, dtype=np.uint64)
+    return keyed_keep_mask(edge, heads, p, key)
+
+
+def scaled_edge_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, key: int,
+                     like: torch.Tensor) -> torch.Tensor:
+    """:func:`edge_keep_mask` · 1/(1 - p) in ``like``'s dtype on its device; a GPU hashes it there (int64 form)."""
+    if like.device.type == "cpu":
+        return scaled(edge_keep_mask(dst_ids, src_ids, heads, p, key), like.dtype, p)
+    return scaled_edge_mask_torch(torch.as_tensor(dst_ids, dtype=torch.int64, device=like.device),
+                                  torch.as_tensor(src_ids, dtype=torch.int64, device=like.device),
+                                  heads, p, key, like.dtype)
+
+
+def scaled_edge_mask_torch(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, p: float, key: int,
+                           dtype: torch.dtype) -> torch.Tensor:
+    """:func:`edge_keep_mask` · 1/(1 - p), computed by torch on the ids' device, bit for bit the numpy mask."""
+    edge = mix64_int64_inplace(dst_ids * as_int64(int(GOLDEN)) + as_int64(key)).add_(src_ids)
+    return scaled_keep_mask_torch(edge, heads, p, key, dtype)
+
+
+@dataclass(frozen=True)
+class AttentionGraph:
+    """This rank's edges of Â's pattern, and how to get the halo rows they read (what GAT aggregates over)."""
+
+    gather: Callable[[torch.Tensor], torch.Tensor]
+    """[h; its halo rows] (collective)."""
+    dst: torch.Tensor
+    """int64 [E]: the local row of each edge (who aggregates)."""
+    src: torch.Tensor
+    """int64 [E]: the column of each edge in [owned; halo] numbering (whom it reads)."""
+    dst_ids: np.ndarray
+    """Global ids of dst and src: they key attention dropout."""
+    src_ids: np.ndarray
+    n_owned: int
+
+    @classmethod
+    def from_blocks(cls, owned_block: sp.csr_matrix, halo_block: sp.csr_matrix, global_ids: np.ndarray,
+                    halo_global_ids: np.ndarray, gather: Callable[[torch.Tensor], torch.Tensor],
+                    device: torch.device) -> AttentionGraph:
+        """The edges of a shard's blocks: owned columns first, then halo columns after the owned rows."""
+        owned, halo = owned_block.tocoo(), halo_block.tocoo()
+        dst = np.concatenate([owned.row, halo.row]).astype(np.int64)
+        src = np.concatenate([owned.col.astype(np.int64), halo.col.astype(np.int64) + owned_block.shape[0]])
+        column_ids = np.concatenate([global_ids, halo_global_ids]).astype(np.int64)
+        return cls(gather=gather, dst=torch.from_numpy(dst).to(device), src=torch.from_numpy(src).to(device),
+                   dst_ids=np.asarray(global_ids, dtype=np.int64)[dst], src_ids=column_ids[src],
+                   n_owned=int(owned_block.shape[0]))
+
+
+def gat_parameters(widths: list[int], heads: int, output_heads: int, seed: int,
+                   dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(W, a_src, a_dst) per layer, Glorot-uniform from one seeded generator in layer order.
+
+    Layer l maps its input (widths[0], or widths[l] x heads after a hidden layer) to K heads of widths[l+1]
+    columns: W is in x (K·out), a_src and a_dst are K x out.
+    """
+    shapes = []
+    for layer, (out, k) in enumerate(zip(widths[1:], attention_heads(len(widths) - 1, heads, output_heads))):
+        fan_in = widths[0] if layer == 0 else widths[layer] * heads
+        shapes += [(fan_in, k * out), (k, out), (k, out)]
+    drawn = glorot_matrices(shapes, seed, dtype)
+    return [(drawn[i], drawn[i + 1], drawn[i + 2]) for i in range(0, len(drawn), 3)]
+
+
+class GAT(LayerStack):
+    """Multi-head graph attention; hidden heads concatenated (ELU), output heads averaged."""
+
+    def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
+                 heads: int = 8, output_heads: int = 1, attention_dropout: float | None = None):
+        super().__init__(widths, dropout, seed)
+        self.attention_dropout = dropout if attention_dropout is None else attention_dropout
+        self.heads = attention_heads(len(widths) - 1, heads, output_heads)
+        params = gat_parameters(widths, heads, output_heads, seed, dtype)
+        self.weights = nn.ParameterList(nn.Parameter(w) for w, _, _ in params)
+        self.att_src = nn.ParameterList(nn.Parameter(a) for _, a, _ in params)
+        self.att_dst = nn.ParameterList(nn.Parameter(a) for _, _, a in params)
+        widths_out = [k * out for k, out in zip(self.heads[:-1], widths[1:-1])] + [widths[-1]]
+        self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths_out)
+
+    @property
+    def first_output_width(self) -> int:
+        return self.heads[0] * self.widths[1]
+
+    def layer(self, layer: int, h: torch.Tensor | SparseRows, graph: AttentionGraph, row_ids: np.ndarray, epoch: int,
+              p: float) -> torch.Tensor:
+        """Hidden layers' heads concatenated, then ELU; the last layer's averaged (the logits)."""
+        weight = self.weights[layer]
+        key = dropout_key(self.seed, epoch, layer)
+        z = h.matmul(weight, p, key) if isinstance(h, SparseRows) else matmul(keyed_dropout(h, row_ids, p, key), weight)
+        p_att = self.attention_dropout if self.training else 0.0
+        out = self._attend(z, layer, graph, p_att, attention_key(self.seed, epoch, layer))
+        if layer == len(self.weights) - 1:
+            return out.mean(dim=1) + self.biases[layer]
+        return F.elu(out.flatten(1) + self.biases[layer])
+
+    def _attend(self, z: torch.Tensor, layer: int, graph: AttentionGraph, p: float, key: int) -> torch.Tensor:
+        """Σ_j α_ij z_j per head, [n_owned, K, out], from this rank's rows of z (the halo rows are gathered)."""
+        k = self.heads[layer]
+        z_all = graph.gather(z).view(-1, k, self.widths[layer + 1])
+        source_terms = (z_all * self.att_src[layer]).sum(dim=-1)
+        target_terms = (z_all[:graph.n_owned] * self.att_dst[layer]).sum(dim=-1)
+        scores = F.leaky_relu(target_terms[graph.dst] + source_terms[graph.src], NEGATIVE_SLOPE)
+        alpha = _softmax_by_row(scores, graph.dst, graph.n_owned)
+        if p > 0.0:
+            alpha = alpha * scaled_edge_mask(graph.dst_ids, graph.src_ids, k, p, key, alpha)
+        return _EdgeWeightedSum.apply(alpha, z_all, graph.dst, graph.src, graph.n_owned)
+
+
+CHUNK_BYTES = 1 << 24
+"""Edges of :class:`_EdgeWeightedSum` are taken about 16 MiB of gathered rows at a time."""
+
+
+def _edge_chunks(edges: int, row_bytes: int) -> list[slice]:
+    step = max(1, CHUNK_BYTES // max(1, row_bytes))
+    return [slice(start, start + step) for start in range(0, edges, step)]
+
+
+class _EdgeWeightedSum(torch.autograd.Function):
+    """out[i, k] = Σ_{e: dst_e = i} α[e, k] · z[src_e, k], never holding a gathered row per edge for all edges.
+
+    Autograd through gather, multiply and index_add would keep edges x heads x out values per layer (the
+    gathered z rows) and build as many again backward; here edges are taken a slice at a time both ways,
+    so a layer keeps only α (edges x heads) and z, which is alive anyway.
+    """
+
+    @staticmethod
+    def forward(ctx, alpha: torch.Tensor, z: torch.Tensor,  # type: ignore[override]
+                dst: torch.Tensor, src: torch.Tensor, n_rows: int) -> torch.Tensor:
+        ctx.save_for_backward(alpha, z, dst, src)
+        out = z.new_zeros((n_rows, *z.shape[1:]))
+        for edges in _edge_chunks(dst.shape[0], z[0].numel() * z.element_size()):
+            out.index_add_(0, dst[edges], alpha[edges].unsqueeze(-1) * z[src[edges]])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        alpha, z, dst, src = ctx.saved_tensors
+        grad_alpha = torch.empty_like(alpha) if ctx.needs_input_grad[0] else None
+        grad_z = torch.zeros_like(z) if ctx.needs_input_grad[1] else None
+        for edges in _edge_chunks(dst.shape[0], z[0].numel() * z.element_size()):
+            rows = grad[dst[edges]]
+            if grad_alpha is not None:
+                grad_alpha[edges] = (rows * z[src[edges]]).sum(dim=-1)
+            if grad_z is not None:
+                grad_z.index_add_(0, src[edges], rows.mul_(alpha[edges].unsqueeze(-1)))
+        return grad_alpha, grad_z, None, None, None
+
+
+def _softmax_by_row(scores: torch.Tensor, rows: torch.Tensor, n_rows: int) -> torch.Tensor:
+    """Softmax of each head's scores over the edges of each row (every row has its self loop, so none is empty).
+
+    Shifted by the row's maximum, taken outside autograd: the softmax does not depend on the shift.
+    """
+    index = rows.unsqueeze(1).expand_as(scores)
+    peak = scores.new_full((n_rows, scores.shape[1]), -torch.inf)
+    peak = peak.scatter_reduce(0, index, scores.detach(), reduce="amax")
+    exp = torch.exp(scores - peak[rows])
+    total = exp.new_zeros((n_rows, scores.shape[1])).index_add(0, rows, exp)
+    return exp / total[rows]

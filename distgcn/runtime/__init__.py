@@ -1,0 +1,1 @@
+"""The process around every command: signals that end the whole job, progress lines, fault injection, thread counts."""

@@ -1,0 +1,59 @@
+"""Partitioning inside a training job (``train --graph``): rank 0 loads, partitions and cuts the graph,
+and :func:`distgcn.shard.distribute.scatter_shards` takes each rank its shard.
+
+The in-memory counterpart of :mod:`distgcn.shard.write`, which writes the
+same shards to a partition directory; for graphs small enough to partition
+at start-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.comm.collective import agree
+from distgcn.comm.transport import Transport
+from distgcn.data.graph import Graph
+from distgcn.data.prepare import GraphOptions, prepare_graph
+from distgcn.partitioning.models import compute_parts
+from distgcn.shard.cut import iter_shards
+from distgcn.shard.directory import partition_id
+from distgcn.shard.distribute import scatter_shards
+from distgcn.shard.rank_shard import Shard
+
+
+def startup_options(model: str) -> dict:
+    """The partitioner settings of a partition made when training starts, chosen so that the part vector depends
+    on the seed only and a resumed run partitions again into the partition its checkpoints were written for:
+    Mt-KaHyPar's deterministic preset for the hypergraph model (whatever the thread count), one thread for the
+    graph model (KaMinPar is reproducible on one thread only; METIS always runs on one)."""
+    if model == "hypergraph":
+        return {"preset": "deterministic"}
+    return {"threads": 1} if model == "graph" else {}
+
+
+def build_and_scatter(transport: Transport, options: GraphOptions, model: str, seed: int, epsilon: float = 0.03,
+                      vertex_order: str = "rcm") -> Shard:
+    """Rank 0 loads and partitions the graph, then sends every rank its shard."""
+    def load_on_root() -> tuple[Graph, sp.csr_matrix, np.ndarray] | None:
+        if transport.rank != 0:
+            return None
+        graph, a_hat = prepare_graph(options)
+        parts, _info = compute_parts(model, a_hat, transport.size, epsilon=epsilon, seed=seed,
+                                     **startup_options(model))
+        return graph, a_hat, parts
+
+    return cut_and_scatter(transport, agree(transport, load_on_root), vertex_order)
+
+
+def cut_and_scatter(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None,
+                    vertex_order: str = "rcm") -> Shard:
+    """Rank 0 cuts its (graph, Â, part vector) into shards and sends each rank its own; others pass None."""
+    if transport.rank != 0:
+        return scatter_shards(transport, None)
+    assert prepared is not None
+    graph, a_hat, parts = prepared
+    fingerprint = graph.fingerprint()
+    pid = partition_id(fingerprint, parts, transport.size)
+    return scatter_shards(transport, iter_shards(graph, a_hat, parts, transport.size, pid, vertex_order,
+                                                 graph_fingerprint=fingerprint))

@@ -1,0 +1,283 @@
+"""Distributed training of a GCN on one rank's shard: each epoch, the steps of a batch source, then evaluation.
+
+Every rank runs this same loop on its own rows. Full-batch training takes one
+step per epoch on the whole shard (:class:`distgcn.training.steps.FullBatch`), minibatch
+training K steps on sampled subgraphs (:class:`distgcn.training.minibatch.SampledBatches`);
+either way the ranks' weight gradients are summed (the allreduce) into the
+single-process gradient of the step, and accuracies are measured on the full graph.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+
+from distgcn.comm.counters import CommCounters
+from distgcn.comm.gradsync import GradientSync
+from distgcn.comm.named_allreduce import MAX, SUM, allreduce_named
+from distgcn.comm.transport import Transport
+from distgcn.config import DTYPES as DTYPE_NAMES
+from distgcn.config import MinibatchConfig, TrainConfig
+from distgcn.io.checkpoint import (
+    capture_rng_states,
+    check_optimizer_state,
+    restore_rng_states,
+)
+from distgcn.io.schema import SPLIT_KEYS
+from distgcn.kernels import logits as logits_kernel
+from distgcn.kernels.kept_buffers import kept_between_epochs
+from distgcn.nn.gat import AttentionGraph
+from distgcn.nn.model import Aggregate
+from distgcn.nn.registry import build_model
+from distgcn.nn.sage import mean_blocks
+from distgcn.nn.sparse_input import SparseRows, sparse_pays_off
+from distgcn.runtime.faults import inject_faults
+from distgcn.shard.rank_shard import Shard
+from distgcn.spmm.broadcast import broadcast_plan
+from distgcn.spmm.halo import HALO_DTYPES, HaloExchanger, HaloPlan
+from distgcn.spmm.halo_gather import gather_halo
+from distgcn.spmm.product import DistributedAdjacency, spmm
+from distgcn.training.minibatch import SampledBatches
+from distgcn.training.steps import BatchSource, FullBatch, Step
+
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+
+
+class TrainingDiverged(RuntimeError):
+    """The global loss became NaN or infinite; every rank raises it in the same epoch."""
+
+    def __init__(self, epoch: int, loss: float):
+        super().__init__(f"loss is {loss} at epoch {epoch}: training diverged (lower --lr, or use float64)")
+        self.epoch = epoch
+
+
+OPTIMIZER_CLASSES = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+"""The classes behind config.OPTIMIZERS (the names are checked when the configuration is built)."""
+
+
+def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
+    return OPTIMIZER_CLASSES[config.optimizer](params, lr=config.lr, weight_decay=config.weight_decay)
+
+
+EPOCH_REDUCTIONS = {
+    **dict.fromkeys(["loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages",
+                     "comm_share"], SUM),
+    **dict.fromkeys(["epoch_s", "compute_s", "comm_wait_s", "allreduce_s", "max_rank_halo_rows", "spmm_exchanges"],
+                    MAX),
+}
+"""How each field of an epoch's metrics combines over ranks: totals, or the slowest (busiest) rank's value.
+
+``comm_share`` is summed only to be divided by the number of ranks: the mean of each rank's own share."""
+
+
+def rank_comm_share(counters: CommCounters, epoch_s: float) -> float:
+    """The share of this rank's epoch it spent blocked on halo messages or gradient allreduces.
+
+    Both are timed inside the epoch, one after the other on the rank's thread, so the share is at most 1.
+    The epoch record carries its mean over ranks; the maxima ``comm_wait_s`` and ``allreduce_s`` may come
+    from different ranks, so their sum over the slowest ``epoch_s`` can exceed 1 (issue #16).
+    """
+    return (counters.comm_wait_s + counters.allreduce_s) / epoch_s if epoch_s > 0 else 0.0
+
+
+
+class Trainer:
+    """Owns the model, the distributed Â, the optimizer and the batch source of one rank."""
+
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch",
+                 minibatch: MinibatchConfig | None = None, on_presample: Callable[[], None] | None = None):
+        """Full-batch training, or with ``minibatch`` K sampled batches per epoch (collective).
+
+        ``on_presample`` is called after each batch the minibatch normalization pre-samples (progress).
+        """
+        self.shard = shard
+        self.transport = transport
+        self.config = config
+        self.kernel = kernel
+        self.dtype = dtype = DTYPES[config.dtype]
+        self.counters = CommCounters()
+        device = transport.device
+        if config.comm == "broadcast":
+            plan, halo_block = broadcast_plan(shard, transport, device)
+        else:
+            plan, halo_block = HaloPlan.from_shard(shard, device), shard.halo_block
+        total_sent = transport.allreduce([plan.rows_sent])[0]
+        exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
+                                  wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
+        self.aggregation: Aggregate | AttentionGraph = self._aggregate
+        """What the model aggregates with: Â·H (GCN), D⁻¹A·H (GraphSAGE), or the edges and halo rows (GAT).
+        Only that operator is built: a GraphSAGE or GAT rank holds no kernel copy of Â."""
+        if config.conv == "gat":
+            self.aggregation = AttentionGraph.from_blocks(shard.owned_block, halo_block, shard.global_ids,
+                                                          shard.halo_global_ids, lambda h: gather_halo(exchanger, h),
+                                                          device)
+        else:
+            blocks = mean_blocks(shard.owned_block, halo_block) if config.conv == "sage" \
+                else (shard.owned_block, halo_block)
+            self.adjacency = DistributedAdjacency(*blocks, exchanger, dtype, kernel)
+        features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
+        self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
+        self.masks = {
+            name: torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
+            for name, mask in (("train", shard.train_mask), ("val", shard.val_mask), ("test", shard.test_mask))
+        }
+        counts = transport.allreduce([int(m.sum()) for m in self.masks.values()])
+        self.global_counts = dict(zip(self.masks, (int(c) for c in counts)))
+        if self.global_counts["train"] == 0:
+            raise ValueError("no training vertices in the graph")
+        num_features = int(transport.allreduce([features.shape[1]], op="max")[0])
+        self.model = build_model(config, config.widths(num_features, shard.num_classes), dtype).to(device)
+        self.inputs = self._model_inputs(features)
+        self.optimizer = make_optimizer(self.model.parameters(), config)
+        self.grad_sync = GradientSync(self.model, transport, self.counters)
+        self.completed_epochs = 0
+        """Epochs already trained (by this run or the checkpoint it resumed from)."""
+        self.source: BatchSource = (
+            FullBatch(self.inputs, self.aggregation, shard.global_ids, self.masks["train"], self.labels,
+                      self.global_counts["train"]) if minibatch is None
+            else SampledBatches(self, minibatch, on_presample))
+
+    def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
+        return spmm(self.adjacency, h)
+
+    @torch.no_grad()
+    def _model_inputs(self, features: torch.Tensor) -> torch.Tensor | SparseRows:
+        """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached.
+
+        Kept as sparse rows on the CPU when that is cheaper (:mod:`distgcn.nn.sparse_input`); every rank
+        decides alike from global counts, so all ranks take the same code path.
+        """
+        if self.config.first_layer == "cached":
+            features = self._aggregate(features)
+            self.counters.reset()  # a setup cost, not an epoch's traffic
+        if features.device.type != "cpu":
+            return features
+        out_width = self.model.first_output_width
+        nonzeros, entries = self.transport.allreduce([int(torch.count_nonzero(features)), features.numel()])
+        if not sparse_pays_off(int(nonzeros), int(entries), self.model.widths[0], out_width):
+            return features
+        return SparseRows(features.numpy(), self.shard.global_ids, features.dtype)
+
+    def _forward(self, epoch: int) -> torch.Tensor:
+        return self.model(self.inputs, self.aggregation, self.shard.global_ids, epoch)
+
+    def take_step(self, step: Step, epoch: int) -> float:
+        """One optimizer step; returns this rank's share of the step's global loss."""
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss = step.loss(self.model(step.inputs, step.aggregate, step.row_ids, step.dropout_step))
+        inject_faults(self.transport.rank, epoch)
+        loss.backward()
+        self.grad_sync.wait()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def train_epoch(self, epoch: int) -> tuple[float, dict]:
+        """The source's steps; this rank's share of their mean loss, and what the source adds to the metrics."""
+        losses = [self.take_step(step, epoch) for step in self.source.steps(epoch)]
+        return float(np.mean(losses)), self.source.epoch_metrics(losses)
+
+    @torch.no_grad()
+    def correct_counts(self, epoch: int) -> dict[str, int]:
+        """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
+        self.model.eval()
+        predicted = logits_kernel.predicted_classes(self._forward(epoch))
+        hits = predicted == self.labels
+        return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
+
+    @torch.no_grad()
+    def layer_outputs(self) -> list[torch.Tensor]:
+        """Every layer's output on this rank's rows with the current weights, dropout off (collective)."""
+        self.model.eval()
+        return self.model.layer_outputs(self.inputs, self.aggregation, self.shard.global_ids, self.completed_epochs)
+
+    def epochs(self) -> Iterator[dict]:
+        """Train, yielding one metrics record per epoch (identical on every rank).
+
+        The epochs' large activations live in buffers kept from one epoch to the next
+        (:mod:`distgcn.kernels.kept_buffers`), freed when the last epoch is done."""
+        with kept_between_epochs():
+            for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
+                self.counters.reset()
+                start = time.perf_counter()
+                loss_share, source_metrics = self.train_epoch(epoch)
+                correct = self.correct_counts(epoch)
+                epoch_s = time.perf_counter() - start
+                record = {**self._reduce_metrics(epoch, loss_share, correct, epoch_s), **source_metrics}
+                if not math.isfinite(record["loss"]):
+                    raise TrainingDiverged(epoch, record["loss"])
+                self.completed_epochs = epoch
+                yield record
+
+    def _reduce_metrics(self, epoch: int, loss_share: float, correct: dict[str, int], epoch_s: float) -> dict:
+        """The epoch's record: this rank's measurements combined over ranks by EPOCH_REDUCTIONS (collective)."""
+        c = self.counters
+        local = {"loss": loss_share, **correct, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
+                 "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
+                 "comm_wait_s": c.comm_wait_s, "allreduce_s": c.allreduce_s, "max_rank_halo_rows": c.halo_rows,
+                 "spmm_exchanges": c.spmm_exchanges, "comm_share": rank_comm_share(c, epoch_s)}
+        ranks, me = self.transport.size, self.transport.rank
+        # every rank's own split, gathered by one sum (each rank fills its own slots), in the same allreduce
+        per_rank = {f"{key}@{rank}": local[key] if rank == me else 0.0
+                    for rank in range(ranks) for key in ("epoch_s", *SPLIT_KEYS)}
+        total = allreduce_named(self.transport, [{**local, **per_rank}],
+                                {**EPOCH_REDUCTIONS, **dict.fromkeys(per_rank, SUM)})[0]
+        slowest = max(range(ranks), key=lambda rank: total[f"epoch_s@{rank}"])
+        counts = self.global_counts
+
+        def accuracy(name: str) -> float:
+            return total[f"{name}_hits"] / counts[name] if counts[name] else float("nan")
+
+        return {"epoch": epoch, "loss": total["loss"],
+                **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
+                **{key: total[key] for key in ("epoch_s", *SPLIT_KEYS)},
+                "comm_share": total["comm_share"] / self.transport.size,
+                **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
+                                                    "spmm_exchanges")},
+                # the slowest rank's own split: unlike the per-key maxima above, it adds up to epoch_s
+                "slowest_rank": slowest, **{f"slowest_{key}": total[f"{key}@{slowest}"] for key in SPLIT_KEYS}}
+
+    def model_config(self) -> str:
+        """Everything that shapes the model, its updates and its batches, canonically; a checkpoint must match it."""
+        c = self.config
+        return json.dumps({"widths": self.model.widths, "dropout": c.dropout, "lr": c.lr,
+                           "weight_decay": c.weight_decay, "optimizer": c.optimizer, "seed": c.seed,
+                           "dtype": c.dtype,
+                           # only when not the default, so that checkpoints written before the option still match
+                           **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
+                           **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {}),
+                           **self._conv_identity(),
+                           **self.source.identity()},
+                          sort_keys=True)
+
+    def _conv_identity(self) -> dict:
+        """The layer type and its own settings; nothing for the GCN, so that older checkpoints still match."""
+        c = self.config
+        if c.conv == "sage":
+            return {"conv": "sage", "root_weight": c.root_weight}
+        if c.conv == "gat":
+            return {"conv": "gat", "heads": c.heads, "output_heads": c.output_heads,
+                    "attention_dropout": c.attention_p}
+        return {}
+
+    def state_dict(self) -> dict:
+        """What a checkpoint holds: identical on every rank, since the weights are replicated."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "completed_epochs": self.completed_epochs, "rng": capture_rng_states()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s output; ValueError (or torch's error) where it does not fit this model."""
+        self.model.load_state_dict(state["model"])
+        check_optimizer_state(state["optimizer"], self.optimizer)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.completed_epochs = int(state["completed_epochs"])
+        restore_rng_states(state["rng"])
+
+    def weights(self) -> list[np.ndarray]:
+        """Current parameters (identical on every rank), weights then biases."""
+        return [p.detach().cpu().numpy().copy() for p in self.model.parameters()]
