@@ -41,6 +41,6 @@ tests/test_minibatch_walks.py).
 
 Dependencies run one way: :mod:`.distributed` imports :mod:`.reference`
 (the Fenwick tree), neither imports :mod:`distgcn.training`, and this file
-imports neither, so :mod:`.cli_options` (the sampler flags that ``partition``
-and ``train`` share) loads without torch.
+imports neither, so the sampler flags that ``partition`` and ``train`` share
+(:mod:`distgcn.cli.sampler_options`) load without torch.
 """

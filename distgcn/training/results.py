@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def collective(transport: Transport, step: Callable[[], T]) -> T:
+def on_every_rank(transport: Transport, step: Callable[[], T]) -> T:
     """Run ``step`` on every rank; an InputError on any rank is raised on every rank as an InputError.
 
     A Python caller gets the exception it can catch; no rank is left waiting in a collective.
@@ -100,15 +100,15 @@ class TrainResult:
                 prepare_output_dir(directory, what="export directory")
                 return _save(directory / f"rank-{self.rank:05d}.npz", arrays)
 
-            return collective(self.transport, write_own)
+            return on_every_rank(self.transport, write_own)
         if self.rank != 0:
             self.transport.send_object(arrays, dest=0)
-            return collective(self.transport, lambda: None)
+            return on_every_rank(self.transport, lambda: None)
         pieces = [arrays] + [self.transport.recv_object(source=r) for r in range(1, self.size)]
         order = np.argsort(np.concatenate([p["ids"] for p in pieces]), kind="stable")
         gathered = {key: np.concatenate([p[key] for p in pieces])[order] for key in arrays if key != "embedding_layer"}
         gathered["embedding_layer"] = arrays["embedding_layer"]
-        return collective(self.transport, lambda: _save(Path(path), gathered))
+        return on_every_rank(self.transport, lambda: _save(Path(path), gathered))
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> Path:
