@@ -31,11 +31,11 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
 # -v and a limit per test, so that one test that hangs still leaves the others' verdicts in the log
 timeout 300 "$py" -m pytest -p no:cacheprovider -v -rA --timeout 150 \
-    tests/test_torch_transport.py::test_nccl_under_torchrun_equals_single_process \
-    tests/test_torch_transport.py::test_predicted_peak_memory_within_25_percent_on_gpu \
-    "tests/test_dropout.py::test_mask_is_the_documented_hash_of_row_and_column[cuda]" \
-    "tests/test_hashing.py::test_the_int64_form_matches_the_oracle_on_numpy_and_torch[cuda]" \
-    "tests/test_models.py::test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit[cuda]" \
+    tests/comm/test_torch_transport.py::test_nccl_under_torchrun_equals_single_process \
+    tests/comm/test_torch_transport.py::test_predicted_peak_memory_within_25_percent_on_gpu \
+    "tests/nn/test_dropout.py::test_mask_is_the_documented_hash_of_row_and_column[cuda]" \
+    "tests/nn/test_hashing.py::test_the_int64_form_matches_the_oracle_on_numpy_and_torch[cuda]" \
+    "tests/nn/test_models.py::test_gat_edge_mask_of_a_gpu_rank_is_the_cpu_mask_bit_for_bit[cuda]" \
     > "$out/gpu-tests.txt" 2>&1
 echo "exit status $?" >> "$out/gpu-tests.txt"
 

@@ -1,6 +1,6 @@
 """Layer 0 with a sparse input: dense keyed dropout + X·W against SparseRows, forward and backward.
 
-Both compute the same dropout(X)·W⁰ and its weight gradient (tests/test_sparse_input.py);
+Both compute the same dropout(X)·W⁰ and its weight gradient (tests/nn/test_sparse_input.py);
 this measures what each costs on a real feature matrix, in one process, interleaved.
 
     python benchmarks/sparse_input.py --graph ../shared/datasets/musae_facebook --out 16 --threads 1

@@ -230,6 +230,8 @@ def _in_tests(obj: object) -> bool:
 
 
 _TESTS_PREFIX = str(TESTS) + os.sep
+HELPER_FOLDERS = (TESTS, TESTS / "helpers", TESTS / "oracles")
+"""Where the modules that tests import by their bare name live (pyproject's pytest ``pythonpath``)."""
 
 
 def starts_processes(fn: Callable) -> bool:
@@ -269,7 +271,7 @@ def _names_start_processes(code: types.CodeType, module_globals: dict) -> bool:
         for instruction in dis.get_instructions(nested):
             if instruction.opname == "IMPORT_NAME":
                 module_name = instruction.argval
-                if module_name not in sys.modules and (TESTS / f"{module_name}.py").is_file():
+                if module_name not in sys.modules and any((folder / f"{module_name}.py").is_file() for folder in HELPER_FOLDERS):
                     importlib.import_module(module_name)  # a helper of this directory, imported inside a test
                 target = sys.modules.get(module_name)
             elif instruction.opname == "IMPORT_FROM":

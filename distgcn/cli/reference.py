@@ -1,7 +1,7 @@
 """The command reference of docs/cli.md, rendered from the argparse definitions themselves.
 
 ``python -m distgcn.cli.reference --write docs/cli.md`` regenerates the
-reference between its markers; tests/test_docs.py fails when the file and the
+reference between its markers; tests/system/test_docs.py fails when the file and the
 parser disagree, so the documented options cannot drift from the real ones.
 """
 

@@ -96,7 +96,7 @@ class ScipyBlock(SparseBlock):
 
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
         # astype copies through scipy's constructor, which stores int32 indices where they fit: half the index
-        # bytes of int64, and scipy and numba take both (tests/test_spmm_kernels.py checks it)
+        # bytes of int64, and scipy and numba take both (tests/kernels/test_spmm_kernels.py checks it)
         self.matrix = matrix.astype(torch.empty((), dtype=dtype).numpy().dtype)
 
     def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:

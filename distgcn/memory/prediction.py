@@ -180,7 +180,7 @@ def _gat_activations(n: int, halo: int, edges: int, widths: list[int], heads: li
     """GAT's saved activations (gat.py), per layer: dropout(X) where dropout made a copy (layer 0), [z; halo
     rows of z], ELU's input and the next layer's input (dropped or not) after a hidden layer (the logits after
     the last), and per edge and head four values (the score sum, exp, the row sums it divides by, α), five
-    with attention dropout (measured: tests/test_memory_model.py counts what autograd saves).
+    with attention dropout (measured: tests/memory/test_memory_model.py counts what autograd saves).
     The edge sum keeps no gathered row per edge (_EdgeWeightedSum). Backward adds, at the widest layer, four
     edge-by-head gradients, three gradients of [z; halo rows] and two 16 MiB slices of gathered rows."""
     saved, widest = 0, 0

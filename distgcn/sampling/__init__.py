@@ -6,7 +6,7 @@
   with GraphSAINT's normalization. The stochastic hypergraph model
   (``partition --model stochastic``, :mod:`distgcn.partitioning.stochastic`) samples its
   nets with them, ``benchmarks/samplers.py`` measures them, and
-  tests/test_sampling.py pins their distributions. numpy and scipy only.
+  tests/sampling/test_sampling.py pins their distributions. numpy and scipy only.
 * :mod:`.distributed`: each rank's part of the same four samplers, used by
   minibatch training (:mod:`distgcn.training`) over the 1D row partition,
   where no rank holds Â. Every choice is a keyed hash of global ids
@@ -34,10 +34,10 @@ even on one rank. What they share:
   (counts floored at 1), with the counts kept by the rows' owners
   (:mod:`.distributed.normalization`).
 
-The first two are checked in tests/test_sampling.py. Every distributed
+The first two are checked in tests/sampling/test_sampling.py. Every distributed
 sampler draws, for every P, what the whole-graph oracle of
-tests/minibatch_reference.py draws with the same keys (tests/test_minibatch.py,
-tests/test_minibatch_walks.py).
+tests/oracles/minibatch_reference.py draws with the same keys (tests/training/test_minibatch.py,
+tests/training/test_minibatch_walks.py).
 
 Dependencies run one way: :mod:`.distributed` imports :mod:`.reference`
 (the Fenwick tree), neither imports :mod:`distgcn.training`, and this file

@@ -5,7 +5,7 @@ from that graph, partitioned on rank 0, and from the partition directory
 PARTDIR (written beforehand by the test with the same model, preset and seed: the API's default
 hypergraph model, whose deterministic preset training on rank 0 takes). Rank 0
 writes OUT/losses.json with both runs' losses; the first run is exported to
-OUT/gathered.npz and OUT/ranks/rank-RRRRR.npz. tests/test_api.py also calls
+OUT/gathered.npz and OUT/ranks/rank-RRRRR.npz. tests/system/test_api.py also calls
 :func:`export_runs` on in-process ranks (threads), each with its transport.
 Usage: api_export.py OUT SPEC PARTDIR EPOCHS
 """

@@ -3,7 +3,7 @@
 Every rank builds spmm_check.py's seeded graph and part vector, multiplies in
 float64 with the halo sent as WIRE (bfloat16 or float16), and rank 0 returns
 (under mpiexec: writes as JSON) what each rank computed, what landed in its
-halo buffer and what it counted, for tests/test_halo_precision.py to compare
+halo buffer and what it counted, for tests/spmm/test_halo_precision.py to compare
 with a serial computation; that test also runs :func:`check_rank` on the
 ranks of the in-process transport.
 Usage: halo_precision_check.py OUT.json N EDGES SEED PARTS_MODE DIRECTED(0|1) WIRE

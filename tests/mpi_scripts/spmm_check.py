@@ -2,8 +2,8 @@
 
 Every rank builds the same graph and part vector (small, test only), takes its
 own shard, and reports what it received and computed; rank 0 returns (under
-mpiexec: writes as JSON) what tests/test_halo.py compares with a serial
-computation and a brute-force count. tests/test_halo.py also runs
+mpiexec: writes as JSON) what tests/spmm/test_halo.py compares with a serial
+computation and a brute-force count. tests/spmm/test_halo.py also runs
 :func:`check_rank` on the ranks of the in-process transport.
 Usage: spmm_check.py OUT.json N EDGES SEED PARTS_MODE(random|contiguous|skewed) DIRECTED(0|1) KERNEL(torch|scipy)
 """

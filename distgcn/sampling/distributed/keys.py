@@ -4,7 +4,7 @@ A batch's every random choice is :func:`distgcn.hashing.uniforms` of a key
 below and a partition-independent counter (a global vertex id, a global edge
 pair, a walker id, a step number), so the batch is a function of (seed,
 epoch, batch) alone; the whole-graph oracle of the tests
-(``tests/minibatch_reference.py``) uses these same keys.
+(``tests/oracles/minibatch_reference.py``) uses these same keys.
 """
 
 from __future__ import annotations
