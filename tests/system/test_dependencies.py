@@ -189,3 +189,14 @@ def test_the_checks_catch_an_upward_import_and_a_cycle():
     assert upward_imports(iter([("distgcn.partitioning.models", 3, "distgcn.shard.cut")]))
     assert not upward_imports(iter([("distgcn.shard.cut", 3, "distgcn.partitioning.models")]))
     assert cycles(iter([("distgcn.nn.model", 1, "distgcn.nn.gat"), ("distgcn.nn.gat", 2, "distgcn.nn.model")]))
+
+
+def test_the_partition_stage_installs_inside_distgcn():
+    """The repository's partition/ folder is the package distgcn.partitioning, in a checkout and installed; no
+    top-level module named ``partition`` is installed beside distgcn."""
+    import tomllib
+
+    assert (ROOT / "distgcn" / "partitioning").resolve() == (ROOT / "partition").resolve()
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["packages"]["find"]["include"] == ["distgcn*"]
+    assert "distgcn.partitioning" in setuptools["package-data"]
