@@ -1,4 +1,4 @@
-"""One entry point for the performance matrix of issue 7: distgcn and its peers, same data, one invocation.
+"""One entry point for the performance matrix: distgcn and its peers, same data, one invocation.
 
 For every graph it runs ``distgcn train`` under ``mpiexec -n P`` for each P,
 partition model and variant (extra ``train`` flags), and the single-process

@@ -91,8 +91,8 @@ class Bandwidth:
     """GB/s of a large copy (read + write) and a large sum (read only): the best of the samples taken.
 
     The copy runs on the kernels' threads (``copy``, the figure percentages are taken of) and on one thread
-    (numpy's, ``copy_one_thread``): one core alone does not reach what two or more draw from memory (on the
-    thirteenth round's two-core host 19.6 against 29.5 GB/s), so a two-thread product measured against a
+    (numpy's, ``copy_one_thread``): one core alone does not reach what two or more draw from memory (19.6
+    against 29.5 GB/s on a two-core VM), so a two-thread product measured against a
     one-thread copy looked 1.5x closer to the bandwidth than it was.
     """
 
