@@ -114,3 +114,12 @@ def test_benchmarks_never_write_into_the_source_tree_by_default():
         text = script.read_text()
         assert '/ "results"' not in text and "benchmarks/results" not in text, \
             f"{script.name}: write where the caller says (--results-dir DIR or --out FILE)"
+
+
+def test_architecture_lists_the_layers_the_dependency_test_enforces():
+    """docs/architecture.md's numbered list of packages is tests/test_dependencies.py's LAYERS, in its order."""
+    from test_dependencies import LAYERS
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    listed = re.findall(r"^ ?\d+  (distgcn[\w.]*(?:, distgcn[\w.]*)*)", text, re.M)
+    assert [tuple(line.split(", ")) for line in listed] == list(LAYERS)
