@@ -1,4 +1,4 @@
-"""One entry point for the performance matrix of issue 7: distgcn and its peers, same data, one invocation.
+"""One entry point for the performance matrix: distgcn and its peers, same data, one invocation.
 
 For every graph it runs ``distgcn train`` under ``mpiexec -n P`` for each P,
 partition model and variant (extra ``train`` flags), and the single-process
@@ -9,9 +9,9 @@ a change in machine load hits all runs alike; medians pool the epochs of all
 repetitions after each run's warm-up epochs.
 
     python benchmarks/bench.py --graphs slashdot --ranks 1,2 --models random,hypergraph \\
-        --hidden 64 --peers csr,pyg --variant exact= --variant cached="--first-layer cached" --name slashdot
+        --hidden 64 --peers csr,pyg --variant exact= --variant cached="--first-layer cached" --name slashdot --results-dir RESULTS
 
-writes benchmarks/results/bench-NAME.json and .md.
+writes RESULTS/bench-NAME.json and .md.
 """
 
 from __future__ import annotations
@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> None:
                              "hypergraph partition too slow to recompute per run) of the single graph given; "
                              "P is its number of parts, LABEL names it in the partition column")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
-    parser.add_argument("--name", required=True, help="results go to benchmarks/results/bench-NAME.{json,md}")
+    parser.add_argument("--name", required=True, help="results go to RESULTS/bench-NAME.{json,md}")
+    parser.add_argument("--results-dir", type=Path, required=True, metavar="RESULTS",
+                        help="folder for the results (made if missing)")
     args = parser.parse_args(argv)
     variants = args.variant or [("default", [])]
     if args.partition_dir and "," in args.graphs:
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
                 collected.append(execute(job, Path(tmp), rep, args))
     header["load_end"] = os.getloadavg()
     rows = [summarize(job, collected) for job, collected in zip(jobs, runs)]
-    results = ROOT / "benchmarks" / "results"
+    results = args.results_dir
+    results.mkdir(parents=True, exist_ok=True)
     (results / f"bench-{args.name}.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
     (results / f"bench-{args.name}.md").write_text(markdown(rows, header))
     print(markdown(rows, header))

@@ -11,9 +11,9 @@ widths, interleaved in ``--rounds`` rounds (a change in the machine's load
 hits all alike), with activations in huge pages as ``train`` allocates them,
 and prints the median of the rounds' medians:
 
-    python benchmarks/dense_products.py --rows 82168 --widths 64x8,64x64 --threads 1 --name slashdot-t1
+    python benchmarks/dense_products.py --rows 82168 --widths 64x8,64x64 --threads 1 --name slashdot-t1 --results-dir RESULTS
 
-writes benchmarks/results/dense-NAME.{json,md}. distgcn/kernels/dense.py uses the
+writes RESULTS/dense-NAME.{json,md}. distgcn/kernels/dense.py uses the
 layouts this found fastest.
 """
 
@@ -32,9 +32,6 @@ from pathlib import Path
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # before torch is imported, as distgcn/kernels/allocator.py does
 
 import torch  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
 
 def layouts(x: torch.Tensor, grad: torch.Tensor, weight: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
     """Each product of one layer, in each layout; names say product: layout."""
@@ -74,8 +71,12 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--name", default=None, help="write benchmarks/results/dense-NAME.{json,md}")
+    parser.add_argument("--name", default=None, help="write RESULTS/dense-NAME.{json,md}")
+    parser.add_argument("--results-dir", type=Path, default=None, metavar="RESULTS",
+                        help="folder for --name's files (made if missing)")
     args = parser.parse_args()
+    if args.name and args.results_dir is None:
+        parser.error("--name needs --results-dir RESULTS (the folder its files go to)")
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
     generator = torch.Generator().manual_seed(0)
@@ -94,13 +95,13 @@ def main() -> None:
 
 
 def write_results(args: argparse.Namespace, results: list[dict]) -> None:
-    RESULTS.mkdir(exist_ok=True)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
     header = {"command": "python benchmarks/dense_products.py " + " ".join(
-                  f"--{key} {value}" for key, value in vars(args).items() if key != "name" and value is not None),
+                  f"--{key} {value}" for key, value in vars(args).items() if key not in ("name", "results_dir") and value is not None),
               "utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"), "host": platform.node(),
               "cpu": platform.processor() or platform.machine(), "load_average": os.getloadavg(),
               "torch": torch.__version__, "blas": "mkl" if torch.backends.mkl.is_available() else "other"}
-    (RESULTS / f"dense-{args.name}.json").write_text(json.dumps({**header, "results": results}, indent=1))
+    (args.results_dir / f"dense-{args.name}.json").write_text(json.dumps({**header, "results": results}, indent=1))
     lines = [f"# dense products {args.name}", "", f"`{header['command']}`", "",
              f"{header['utc']} UTC, load average {header['load_average']}, torch {header['torch']} "
              f"({header['blas']}), {args.rows} rows, {args.dtype}, {args.threads} thread(s); median of "
@@ -108,7 +109,7 @@ def write_results(args: argparse.Namespace, results: list[dict]) -> None:
              "| weight k×m | product: layout | median ms | best round | worst round |", "|---|---|---|---|---|"]
     lines += [f"| {r['k']}×{r['m']} | {r['product']} | {r['median_ms']:.2f} | {r['best_round_ms']:.2f} | "
               f"{r['worst_round_ms']:.2f} |" for r in results]
-    (RESULTS / f"dense-{args.name}.md").write_text("\n".join(lines) + "\n")
+    (args.results_dir / f"dense-{args.name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ its gradient rows, ``loss_bwd``: their scatter into the gradient of all rows, ``
 and Adam's step. ``rest`` is the epoch (``epoch_s``, evaluation included) less all of those: torch's elementwise
 passes, autograd and Python.
 Medians over the epochs after ``--warmup``. torch.profiler (benchmarks/profile_epoch.py) is not used because it
-slows numba's parallel regions (docs/performance.md, thirteenth round); this shows which parts scale with
+slows numba's parallel regions; this shows which parts scale with
 ``--threads`` and which do not.
 """
 

@@ -13,7 +13,7 @@ process's whole peak, loading included).
 
     python benchmarks/graph_partitioners.py --graph synthetic:rmat,scale=20,edge_factor=12 --parts 4 \\
         --methods metis,kaminpar@1,kaminpar@2,kaminpar:fast@1 --seeds 0,1,2 \\
-        --out benchmarks/results/graph-partitioners-rmat20.json
+        --out RESULTS/graph-partitioners-rmat20.json
 
 A method is ``metis`` or ``kaminpar[:PRESET][@THREADS]`` (threads default: all cores).
 """

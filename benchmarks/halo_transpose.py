@@ -12,9 +12,10 @@ as the runtime calls them (out += Bᵀ G), in ``--rounds`` interleaved rounds of
 ``--repeats`` calls; a time is the median of the rounds' medians.
 
     python benchmarks/halo_transpose.py --graph ../shared/datasets/soc-Slashdot0902/soc-Slashdot0902.txt.gz \
-        --symmetrize --parts 2,4 --widths 8,16,64 --threads 1 --name slashdot-t1
+        --symmetrize --parts 2,4 --widths 8,16,64 --threads 1 --name slashdot-t1 \
+        --results-dir RESULTS
 
-writes benchmarks/results/halo-transpose-NAME.{json,md}.
+writes RESULTS/halo-transpose-NAME.{json,md}.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--name", required=True)
+    parser.add_argument("--name", required=True, help="results go to RESULTS/halo-transpose-NAME.{json,md}")
+    parser.add_argument("--results-dir", type=Path, required=True, metavar="RESULTS",
+                        help="folder for the results (made if missing)")
     args = parser.parse_args()
     allocator.prefer_huge_pages()  # as in a train process
     import torch
@@ -100,7 +103,8 @@ def main() -> None:
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": platform.node(),
               "threads": args.threads, "rounds": args.rounds, "repeats": args.repeats, "load_start": load_start,
               "load_end": os.getloadavg()}
-    out_dir = ROOT / "benchmarks" / "results"
+    out_dir = args.results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"halo-transpose-{args.name}.json").write_text(json.dumps({"header": header, "rows": rows},
                                                                           indent=1) + "\n")
     lines = [f"# Halo transpose products: {args.graph}", "", f"`{header['command']}`", "",

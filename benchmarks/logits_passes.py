@@ -3,7 +3,7 @@ compiled passes of distgcn/kernels/logits.py, in one process, alternated.
 
     python benchmarks/logits_passes.py [--rows 82168] [--classes 8] [--train-share 0.5] [--threads 1] [--rounds 7]
 
-The defaults are Slashdot's shape in the issue 15 model (82,168 rows, 8 classes, half of them training rows). The
+The defaults are Slashdot's shape in the benchmark model (82,168 rows, 8 classes, half of them training rows). The
 loss is what a full-batch step computes: the cross-entropies of the training rows, summed and divided by their
 number, then its backward pass into a gradient of all rows (zero elsewhere). Prints medians in milliseconds.
 """

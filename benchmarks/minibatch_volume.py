@@ -11,7 +11,7 @@ partition, the rows of H each minibatch SpMM moves (volume) and the
 
     python benchmarks/minibatch_volume.py --graphs musae-facebook,soc-Slashdot0902 --parts 3,9,27 \\
         --batches 10000 --sampler node --batch-fraction 0.1 --shp-samples 500 --preset default \\
-        --out benchmarks/results/minibatch-volume-node.json
+        --out RESULTS/minibatch-volume-node.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ SETTINGS and in the table). The accuracy is the last epoch's (no early stopping,
     python benchmarks/model_accuracy.py                       # Cora and Facebook page-page, every model, P=1 and 4
     python benchmarks/model_accuracy.py --datasets cora --convs gat --ranks 1
 
-Writes benchmarks/results/model-accuracy.json and .md (or --out PREFIX) and prints the markdown table.
+Writes PREFIX.json and PREFIX.md (``--out PREFIX``, required) and prints the markdown table.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--convs", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--ranks", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "model-accuracy"))
+    parser.add_argument("--out", required=True, metavar="PREFIX",
+                        help="write PREFIX.json and PREFIX.md (e.g. RESULTS/model-accuracy-cora)")
     args = parser.parse_args(argv)
     rows = []
     for name in args.datasets:
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['dataset']} | {r['conv']} | {r['ranks']} | {100 * r['mean']:.1f}% ± {100 * r['stdev']:.1f}"
                      f" | {published} |")
     table = "\n".join(lines)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out + ".json").write_text(json.dumps({"load_average": os.getloadavg(), "rows": rows}, indent=1))
     Path(args.out + ".md").write_text(table + "\n")
     print(table)

@@ -3,7 +3,7 @@
 Run under MPI, one process per part of the graph's partition:
 
     mpiexec -n 2 python benchmarks/overlap.py --graph GRAPH --symmetrize --features 64 --classes 8 \\
-        --partition random --width 64 --threads 1 --name slashdot-random
+        --partition random --width 64 --threads 1 --name slashdot-random --results-dir RESULTS
 
 (or ``overlap.py DIR`` for a directory written by ``distgcn partition``). For
 the forward product Y = Â H and the backward Âᵀ G, each rank times, over many
@@ -24,7 +24,7 @@ change between medians can swamp a, which is small beside b + c). The wait
 inside (a) (``comm_wait_s``, i.e. (a) without packing and posting) is what
 the exposed wait of (d) compares with. A barrier precedes every timed call,
 so that a rank does not count the other rank's lateness as transfer time.
-Writes benchmarks/results/overlap-NAME.{json,md}.
+Writes RESULTS/overlap-NAME.{json,md} (``--results-dir RESULTS``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ from distgcn.shard.scatter import build_and_scatter
 from distgcn.spmm.halo import HaloExchange, HaloExchanger, HaloPlan
 from distgcn.spmm.product import DistributedAdjacency
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("exchange", "owned", "halo", "overlapped")
 WAITS = {"exchange": "exchange_wait", "overlapped": "exposed_wait"}
 """The timed calls that wait for messages, and the name of their comm_wait_s samples."""
@@ -165,7 +164,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--name", required=True, help="results go to benchmarks/results/overlap-NAME.{json,md}")
+    parser.add_argument("--name", required=True, help="results go to RESULTS/overlap-NAME.{json,md}")
+    parser.add_argument("--results-dir", type=Path, required=True, metavar="RESULTS",
+                        help="folder for the results (made if missing)")
     args = parser.parse_args()
     if (args.partition_dir is None) == (args.graph is None):
         parser.error("give exactly one of DIR or --graph")
@@ -199,9 +200,9 @@ def main() -> None:
                   "repeats": args.repeats, "warmup": args.warmup, "loadavg_before": loadavg_before,
                   "loadavg_after": os.getloadavg()[0], "mpi": " ".join(MPI.Get_library_version().split()[:3]),
                   **per_rank}
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"overlap-{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
-        (RESULTS / f"overlap-{args.name}.md").write_text(markdown(result))
+        args.results_dir.mkdir(parents=True, exist_ok=True)
+        (args.results_dir / f"overlap-{args.name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (args.results_dir / f"overlap-{args.name}.md").write_text(markdown(result))
         print(markdown(result))
 
 

@@ -13,7 +13,7 @@ Graphs are made undirected (A ∪ Aᵀ, no self loops), then
 
     python benchmarks/partitioners.py --graphs soc-Slashdot0902 --parts 2,4 \\
         --methods mtkahypar:default,mtkahypar:quality,kahypar:fast,metis \\
-        --out benchmarks/results/partitioners-$(date +%F).json
+        --out RESULTS/partitioners-$(date +%F).json
 
 A method is ``tool[:preset][*runs]``: ``mtkahypar:quality*4`` keeps the best of
 4 seeds (seed, seed+1, ...). ``random`` and ``metis`` take no preset.

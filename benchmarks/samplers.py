@@ -10,10 +10,10 @@ rates (median and fastest call) are recorded too. Then the frontier
 walk with the Fenwick tree against the naive O(m) cumulative sum, for several
 frontier sizes m, as steps (= sampled vertices) per second.
 
-    python benchmarks/samplers.py            # soc-Slashdot0902 and synthetic:rmat,scale=20
-    python benchmarks/samplers.py --graphs synthetic:sbm --min-time 0.5
+    python benchmarks/samplers.py --out RESULTS/samplers.json     # soc-Slashdot0902 and synthetic:rmat,scale=20
+    python benchmarks/samplers.py --graphs synthetic:sbm --min-time 0.5 --out RESULTS/samplers-sbm.json
 
-Writes benchmarks/results/samplers-<UTC date>.json and prints markdown tables.
+Writes the JSON file ``--out`` names and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--frontier-sizes", default="100,1000,10000,100000")
     parser.add_argument("--frontier-steps", type=int, default=5000)
     parser.add_argument("--min-time", type=float, default=3.0, help="seconds per measurement (at least)")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write (its folder is made)")
     args = parser.parse_args()
 
     specs, text = [], args.graphs
@@ -159,8 +159,8 @@ def main() -> None:
         del g, a, graph
     results["machine"]["loadavg_end"] = os.getloadavg()
 
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / \
-        f"samplers-{datetime.datetime.now(datetime.timezone.utc).date().isoformat()}.json"
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"\nwrote {out}\n")
     print("Sampled (distinct) vertices per second on one thread: per CPU second (wall-clock median).\n")

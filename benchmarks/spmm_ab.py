@@ -1,7 +1,7 @@
 """Is the SpMM loop of this checkout faster than that of another commit? Both in one process, on the same calls.
 
-Separate processes on a shared VM differ by more than most changes to the loop are worth (docs/performance.md,
-seventeenth round: 1.5x between runs of the same code). This script extracts ``distgcn/`` of ``--base`` (a git
+Separate processes on a shared VM differ by more than most changes to the loop are worth (up to
+1.5x between runs of the same code). This script extracts ``distgcn/`` of ``--base`` (a git
 revision) into a scratch folder as the package ``distgcn_base``, imports it beside this checkout's ``distgcn``, and
 times both ``csr_kernel.add_product`` (written products, with the far prefetch off, then on) in alternating rounds
 on one graph's Â in RCM order (benchmarks/matrices.py):

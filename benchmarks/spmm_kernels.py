@@ -21,9 +21,9 @@ ways:
   the traffic with no reuse at all.
 
     python benchmarks/spmm_kernels.py --graph synthetic:rmat,scale=20,edge_factor=10 --widths 16,64 \
-        --threads 1 --name rmat20
+        --threads 1 --name rmat20 --results-dir RESULTS
 
-writes benchmarks/results/spmm-NAME.{json,md}.
+writes RESULTS/spmm-NAME.{json,md}.
 
 Each product writes a fresh result (Y = Â H, not Y += Â H), as the owned
 block's product in ``train`` does. H and Y are torch allocations in huge
@@ -91,8 +91,8 @@ class Bandwidth:
     """GB/s of a large copy (read + write) and a large sum (read only): the best of the samples taken.
 
     The copy runs on the kernels' threads (``copy``, the figure percentages are taken of) and on one thread
-    (numpy's, ``copy_one_thread``): one core alone does not reach what two or more draw from memory (on the
-    thirteenth round's two-core host 19.6 against 29.5 GB/s), so a two-thread product measured against a
+    (numpy's, ``copy_one_thread``): one core alone does not reach what two or more draw from memory (19.6
+    against 29.5 GB/s on a two-core VM), so a two-thread product measured against a
     one-thread copy looked 1.5x closer to the bandwidth than it was.
     """
 
@@ -147,7 +147,9 @@ def main() -> None:
     parser.add_argument("--memory", choices=["train", "plain"], default="train",
                         help="train: H and Y in torch's huge-page memory, as train allocates them; plain: numpy's")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    parser.add_argument("--name", required=True, help="results go to benchmarks/results/spmm-NAME.{json,md}")
+    parser.add_argument("--name", required=True, help="results go to RESULTS/spmm-NAME.{json,md}")
+    parser.add_argument("--results-dir", type=Path, required=True, metavar="RESULTS",
+                        help="folder for the results (made if missing)")
     args = parser.parse_args()
     if args.memory == "train":
         allocator.prefer_huge_pages()  # must precede torch's import, as in the train command
@@ -231,7 +233,8 @@ def main() -> None:
               "threads": args.threads, "dtype": args.dtype, "memory": args.memory, "rounds": args.rounds,
               "repeats": args.repeats, "load_start": load_start, "load_end": os.getloadavg(),
               **{k: round(v, 2) for k, v in bandwidth.gbs().items()}}
-    out_dir = ROOT / "benchmarks" / "results"
+    out_dir = args.results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"spmm-{args.name}.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1) + "\n")
     lines = [f"# SpMM kernels: {args.graph}", "", f"`{header['command']}`", "",
              f"{header['when']}, {args.threads} thread(s), {args.dtype}, {args.memory} memory, medians of "

@@ -5,7 +5,7 @@ hypergraph (HP, the project's default hypergraph partitioner) models and
 records the exact volume and message metrics, the graph model's edge cut,
 and the partition time. Writes JSON and a markdown table normalized to RP.
 
-    python benchmarks/table2.py --parts 4,16,64,128,512 --out benchmarks/results/table2.json
+    python benchmarks/table2.py --parts 4,16,64,128,512 --out RESULTS/table2.json
 """
 
 from __future__ import annotations
@@ -83,12 +83,14 @@ def main() -> None:
     parser.add_argument("--parts", default="4,16,64,128,512")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hp-preset", help="Mt-KaHyPar preset for HP (default: the project's default)")
-    parser.add_argument("--out", default="benchmarks/results/table2.json")
+    parser.add_argument("--out", help="JSON file to write (a .md table beside it); required unless --render")
     parser.add_argument("--render", metavar="JSON", help="only render the markdown of an earlier run's JSON")
     args = parser.parse_args()
     if args.render:
         print(markdown(json.loads(Path(args.render).read_text())))
         return
+    if not args.out:
+        parser.error("--out FILE is required (the JSON results; a .md table is written beside it)")
     rows = []
     for name in args.graphs.split(","):
         rows += measure(name, [int(p) for p in args.parts.split(",")], args.seed, args.hp_preset)

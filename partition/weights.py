@@ -20,8 +20,8 @@ def vertex_weights(a_hat: sp.spmatrix, scheme: str = "nonzeros") -> np.ndarray:
     the mean of it over all rows, rounded up. A row also costs work that does
     not grow with its degree (its rows of X·W and of every activation,
     dropout, the loss); on a skewed graph, balancing nonzeros alone gave one
-    of two ranks 79% of the rows and left the other waiting
-    (docs/performance.md, 10^6-vertex R-MAT).
+    of two ranks 79% of the rows and left the other waiting (the
+    10^6-vertex R-MAT at P = 2; ``benchmarks/bench.py --partition-dir``).
     """
     if scheme not in VERTEX_WEIGHTS:
         raise InputError(f"vertex weight: expected one of {', '.join(VERTEX_WEIGHTS)}, got {scheme!r}")

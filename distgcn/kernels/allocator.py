@@ -7,8 +7,7 @@ Two settings of the ``train`` process remove most of them:
 
 - torch's ``THP_MEM_ALLOC_ENABLE``: blocks of 2 MiB or more aligned to 2 MiB
   and advised as transparent huge pages, one fault per 2 MiB. R-MAT 10^6:
-  10x fewer faults, epochs 1.2-1.4x shorter, the same peak RSS; the largest
-  rank of the scale-23 R-MAT at P = 4 peaked lower (docs/performance.md).
+  10x fewer faults, epochs 1.2-1.4x shorter, the same peak RSS or lower.
 - glibc's malloc keeps freed blocks of up to 32 MiB in its heap (mallopt),
   instead of returning them to the kernel: Slashdot's 21 MB activations
   are reused, not faulted in again (about 6 % per epoch; up to 152 MiB more

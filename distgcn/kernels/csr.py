@@ -2,11 +2,8 @@
 threads.
 
 Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
-things make it fast (benchmarks/spmm_kernels.py, docs/performance.md; Slashdot
-in RCM order, 64 float32 columns, 2 threads: 1.5-2.1x the loop before them,
-36-46 % of a one-thread copy's bandwidth counting compulsory bytes; the sixth
-round 1.3-2.2x more; of a copy on the same two threads, the fourteenth round's
-Zen 1 host: 21-30 %, docs/performance.md):
+things make it fast (``benchmarks/spmm_kernels.py`` measures it against torch
+and scipy and as a share of the copy bandwidth; docs/performance.md):
 
 - the loop is compiled for its width, and a row's sums live in vector
   registers (a stack array that never escapes, added to and written out in
@@ -26,8 +23,7 @@ With more threads the rows are cut into blocks of about equal work
 shared counter whenever it finishes one. Equal nonzeros are not equal time (a
 row costs 4-6 nonzeros' time with H in cache, less than one when its rows
 come from memory), and numba's ``prange`` hands its iterations out before the
-loop starts: Slashdot's first half of RCM rows took 1.1-1.4x the second's
-time (1.4-1.5x with H in L1; docs/performance.md, thirteenth round). Every
+loop starts, so a static split leaves one thread waiting for the other. Every
 output row is summed by one thread, in the order of its nonzeros, one fused
 multiply-add at a time, so the result is the same bits whatever the number
 of threads, whichever thread takes a block and whichever loop runs.
@@ -37,14 +33,10 @@ register, and summed as one chain each multiply-add waits for the last
 (4-5 cycles). Such rows are summed in two chains instead: the nonzeros at
 even positions of the row (0, 2, 4, ...) and those at odd positions, each in
 order, then the odd sum added to the even one: a fixed order, so still the
-same bits on any number of threads. Slashdot RCM, written products, this
-loop's time over the one-chain loop's on the same calls in one process, far
-prefetch off / on (``benchmarks/spmm_ab.py``; docs/performance.md,
-seventeenth round, Zen 4): one thread 0.89 / 0.92x at 8 columns and 0.87 /
-0.91x at 16; two threads 0.79 / 0.89x and 0.91 / 0.93x. Wider rows already
-sum in several independent chains (one per vector); two chains gained
-nothing at 32 and 64 columns in a scratch version (0.97-1.03x), so they
-keep one chain, one nonzero a pass, and their bits.
+same bits on any number of threads (Slashdot RCM, one thread, 16 columns:
+0.87x the one-chain loop's time, ``benchmarks/spmm_ab.py``). Wider rows
+already sum in several independent chains (one per vector), so they keep
+one chain.
 """
 
 from __future__ import annotations
@@ -58,47 +50,39 @@ import numpy as np
 from distgcn.runtime.threads import follow_torch_threads
 
 MIN_WIDTH = 8
-"""Narrower products go to torch's CSR product. Ours against torch's on int32 indices (torch's time / ours, > 1:
-ours faster), one process, sixth round: Slashdot RCM float32, 1 thread: 1 column 0.90, 2 0.93, 4 0.99, 8 1.99, 12
-2.10, 16 3.46; 2 threads: 4 0.95-1.06, 8 2.01; added onto an output, 8 columns 1.08; the 10^6 R-MAT, 4 columns
-1.55, 8 2.44 (docs/performance.md)."""
+"""Narrower products go to torch's CSR product, which is as fast as this loop up to 4 columns; from 8 this loop
+is about 2x faster (Slashdot RCM, ``benchmarks/spmm_kernels.py``)."""
 STACK_ACCUMULATOR_BYTES = 16 * 1024
 """The widest accumulator kept on a thread's stack (4096 float32 or 2048 float64 columns). Each width up to it
 gets its own compiled loop (numba caches each on disk like any other; first call of a new width: about 1 s);
 wider rows use one loop that reads the width at run time and keeps its sums on the heap, 1.7-2x slower at 64
 columns."""
 PREFETCH_AHEAD = 16
-"""The loop asks for the row of H that the nonzero this many places ahead gathers. Slashdot, RCM, 64 columns, 2
-threads: 1.3-1.5x the same loop without prefetching; 8 and 32 places ahead were no better (docs/performance.md)."""
+"""The loop asks for the row of H that the nonzero this many places ahead gathers, which the hardware prefetcher
+cannot guess: 1.3-1.5x faster than no prefetch (Slashdot RCM, 64 columns, ``benchmarks/spmm_kernels.py``)."""
 FAR_PREFETCH_AHEAD = 128
 """Where H has FAR_PREFETCH_MIN_BYTES or more, the loop also asks for the row of H this many nonzeros ahead, into
-L2 only: L1 tracks too few outstanding misses for rows that come from L3 or memory. One thread, the same loop
-with and without it (docs/performance.md, sixth round): Slashdot RCM 64 columns 6.5 -> 4.9 ms; the 10^6 R-MAT
-64 columns 149 -> 79 ms, 16 columns 47 -> 26 ms. 64 places ahead was about as fast, 192 no faster."""
+L2 only: L1 tracks too few outstanding misses for rows that come from L3 or memory (the 10^6 R-MAT, 64 columns,
+one thread: 149 -> 79 ms, ``benchmarks/spmm_kernels.py``)."""
 FAR_PREFETCH_MIN_BYTES = 12 * 2**20
 """The smallest H (rows x width x item size) a product without a :class:`FarPrefetchChoice` takes the far prefetch
-for. On the sixth round's host smaller ones mostly stayed in the last-level cache, where it cost time: Slashdot
-RCM, one thread, 16 columns (5 MiB) 1.67 -> 1.85 ms, 32 columns (10 MiB) 2.55 -> 2.69 ms; from 48 columns (15 MiB)
-it gained."""
+for: a smaller H mostly stays in the last-level cache, where the far prefetch costs time (Slashdot RCM, one
+thread, 16 columns: 1.67 -> 1.85 ms)."""
 FAR_PREFETCH_TRIALS = 3
 """Timed calls of each variant in a round of a :class:`FarPrefetchChoice`'s trials (the first round after one
-untimed call of each). Whether the far prefetch pays depends on the processor as much as on H: on the twelfth
-round's Zen 1 host (docs/performance.md) it made Slashdot RCM 10-20 % faster at 16 columns with H at 5 MiB, where
-the size rule above leaves it off, and 5-10 % slower at 32 and 64 columns, where it turns it on."""
+untimed call of each). The choice is timed because whether the far prefetch pays depends on the processor as much
+as on H: on some processors it is faster below FAR_PREFETCH_MIN_BYTES and slower above."""
 FAR_PREFETCH_CLEAR_MARGIN = 0.10
 """After a round, the faster variant is kept if the other's fastest call took this much longer than its own;
-otherwise another round is timed. Slashdot RCM on the eighteenth round's Zen 4 host, one thread: on a quiet host
-the far loop took 1.1-1.35x the near one's time at 16 columns (1.72-1.98 against 1.40-1.57 ms) and the near loop
-1.1-1.25x the far one's at 64, but in one of the host's slow spells (every call 1.3-2x longer for tens of
-milliseconds or more) the two came within 3 % at 16 columns. One round inside such a spell kept the far loop,
-which on the quiet host costs 1.76 ms a call against the near loop's 1.43 (docs/performance.md, eighteenth
-round)."""
+otherwise another round is timed. On a quiet machine the two variants differ by 10-35 % where the choice matters;
+in a spell when every call runs slower the gap shrinks to a few percent, and a choice made from one round inside
+it could keep the slower loop."""
 FAR_PREFETCH_MOST_TRIALS = 12
 """Timed calls of each variant after which the faster fastest call is kept however close the two are: variants
 that close cost about the same, so timing them longer would gain nothing."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
-process leaves the rest to the others (Slashdot RCM, 16 columns, two threads, 13th round: 4, 8 and 16 alike)."""
+process leaves the rest to the others (4, 8 and 16 were alike: Slashdot RCM, two threads)."""
 EXACT_SUMS = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
 """numba's fastmath less ``reassoc``: a row is summed in the order the loop states (its nonzeros' order, in one or
 two chains: the module's docstring; each step one fused multiply-add), whatever the compiler vectorizes or unrolls,
@@ -294,12 +278,8 @@ class FarPrefetchChoice:
     def next_trial(self, key: tuple[int, bool, int]) -> bool:
         """The variant to time next, in the order near, far, far, near (repeated). A matrix's calls often alternate
         between two contexts, e.g. layer 0's product in training and again in evaluation every epoch, which leave
-        different data in the caches: taking turns, each variant was timed in one context only, and `train` on
-        Slashdot (64 columns) kept the near loop in 3 runs of 18 on one thread and 4 of 6 on two, though the far
-        one was faster in both contexts (one thread: 5.0 against 7.2-7.8 ms in training, 6.8-7.6 against 8.3-9.1
-        in evaluation); each such run's 64-column products took 4-10 ms more an epoch on one thread, 1.2-3.6 on
-        two. In this order each variant's timed calls fall in both, and the far loop was kept in 18 runs of 18 and
-        6 of 6 (docs/performance.md, seventeenth round)."""
+        different data in the caches; in this order each variant's timed calls fall in both contexts, where plain
+        turns would time each variant in one only and could keep the slower."""
         seconds = self._seconds.setdefault(key, {False: [], True: []})
         return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
 

@@ -2,10 +2,10 @@
 
 X·W, G·Wᵀ and Xᵀ·G (X, G: [rows, width], rows in the 10^4-10^7; W: a layer's
 weight) are the same matrices whichever way the operands are laid out, but
-the BLAS takes a different code path for each layout. On this project's AMD
-EPYC hosts torch's CPU build (MKL) ran the products with a narrow output far
-slower in the plain layouts (82168 rows, weight 64 × 8, one thread;
-``benchmarks/dense_products.py``, docs/performance.md):
+the BLAS takes a different code path for each layout. On AMD EPYC processors
+torch's CPU build (MKL) runs the products with a narrow output far slower in
+the plain layouts (82168 rows, weight 64 × 8, one thread;
+``benchmarks/dense_products.py``):
 
 - X·W: 6.1 ms with W row-major (as torch stores it), 3.5 ms column-major;
 - the weight gradient Xᵀ·G: 30 ms, against 3.0 ms computed as (Gᵀ·X)ᵀ.
@@ -31,10 +31,8 @@ def times_weight(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None
 GRADIENT_SLICE_ROWS = 8192
 """The fewest rows in a slice of a weight gradient on the CPU: Xᵀ·G is summed over slices of rows, one batched
 product (``torch.bmm``) of all slices and a sum over them. One product over all rows sums over 10^4-10^7 rows,
-which MKL splits poorly over threads; the batched form runs its slices side by side. 82,168 rows (Slashdot), 64
-columns each side, float32: one product 10.3 ms on one thread and 6.5 ms on two, sliced 10.3 and 5.3 ms; 8 columns
-of G: 2.6 and 2.3 ms against 2.6 and 0.9 ms; 2^20 rows: 130 and 82 ms against 130 and 66 ms (2048-32768 rows per
-slice within 5 % of each other; docs/performance.md)."""
+which MKL splits poorly over threads; the batched form runs its slices side by side (Slashdot's 82,168 rows,
+64 x 8 columns, two threads: 2.3 ms as one product, 0.9 ms sliced)."""
 GRADIENT_PARTIALS_BYTES = 16 << 20
 """The most the slices' partial products may take together: wide layers get fewer, longer slices."""
 

@@ -31,9 +31,8 @@ from distgcn.runtime.threads import follow_torch_threads
 
 NARROW_PRODUCT_WIDTH = 8
 """dropout(x) @ w with at most this many output columns runs as one compiled pass each way
-(:func:`dropped_product`). Slashdot's rows, 1 thread, forward + backward against the dropout pass and torch's
-products: 64 -> 8 11.2 against 19.0 ms; 64 -> 16 21.0 against 19.4 ms; 64 -> 32 39.3 against 27.0 ms
-(docs/performance.md)."""
+(:func:`dropped_product`); wider, the dropout pass and torch's products are faster (Slashdot's rows, 1 thread,
+forward + backward, 64 -> 8: 11.2 against 19.0 ms; ``benchmarks/dropped_product.py``)."""
 PARTIAL_BLOCKS = 256
 """The weight gradient sums at most this many per-block partials: blocks depend on the rows alone (so the sum does
 not depend on the threads), and the partials take at most 256 · in · out numbers."""
@@ -105,7 +104,7 @@ def _mask_arguments(x: np.ndarray, row_ids: np.ndarray, p: float, key: int) -> t
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = ()) -> None:
     """Compile (or load from numba's cache) the passes for ``dtype`` on tiny arrays, before a rank's large
-    arrays exist: compiled beside them on the first epoch, they left ~330 MB more resident (docs/performance.md).
+    arrays exist: compiled beside them on the first epoch, they left ~330 MB more resident.
     The backward pass is compiled for each input width of ``widths`` (the model's hidden widths: the inputs of
     the narrow products that take it), on one row of at most 16 KiB whatever the width."""
     x = np.ones((1, 4), dtype=dtype)

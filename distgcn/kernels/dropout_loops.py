@@ -52,7 +52,7 @@ def masked_scale(x, row_ids, base, threshold, scale, out):
 
 ROWS_PER_BLOCK = 512
 """Rows a thread of :func:`dropped_product` takes at a time, with one set of scratch rows: scratch made per row cost
-1.2-1.3x the whole pass (Slashdot, 64 -> 8 columns, 4.7 against 3.6-3.8 ms on one thread; docs/performance.md)."""
+1.2-1.3x the whole pass (Slashdot, 64 -> 8 columns, one thread; ``benchmarks/dropped_product.py``)."""
 
 
 @numba.njit(parallel=True, nogil=True, fastmath=SUMS_IN_ANY_ORDER, cache=True)
@@ -90,7 +90,7 @@ def dropped_product(x, row_ids, base, threshold, scale, weight_t, out, relu):
 GRADIENT_ROWS = 4
 """Rows whose terms :func:`backward_loop` adds into the weight gradient's partial sums at once: one load and store
 of the partials per four rows, not per row (with the input gradient in registers, below: Slashdot's rows, one
-thread, 64 -> 8 columns 23.2 -> 16.7 ms, 16 -> 8 columns 11.5 -> 6.6 ms; docs/performance.md, twelfth round)."""
+thread, 64 -> 8 columns 23.2 -> 16.7 ms; ``benchmarks/dropped_product.py``)."""
 
 
 @cache

@@ -5,7 +5,7 @@ a larger one goes back to the kernel when it is freed, and the next epoch's
 activation of the same shape is faulted in again, as huge pages, with the
 kernel compacting memory to find them. On the 10^6-vertex R-MAT (activations
 of 1,048,576 × 64 float32, 256 MiB) that cost about 1.5 s of system time an
-epoch on one thread, more than the epoch's own work (docs/performance.md).
+epoch on one thread, more than the epoch's own work.
 
 Inside :func:`kept_between_epochs` (the trainer's epoch loop), the products,
 dropouts and gradients that distgcn allocates take their large outputs from

@@ -2,11 +2,8 @@
 
 torch ran them as several passes of its own, each over few columns (a GCN's
 logits have as many as there are classes), and they scaled poorly with
-threads. Slashdot's 82,168 rows of 8 classes, half of them training rows, on
-one thread and two (``benchmarks/logits_passes.py``, docs/performance.md,
-fifteenth round): the loss with its gradient 6.8-7.4 and 4.6-4.9 ms with
-torch's operations, 5.6-6.4 and 3.1 ms here; ``argmax`` 4.2-4.3 and 2.1-2.2 ms
-against 0.9 and 0.5 ms. Each row is computed alone
+threads (Slashdot's 82,168 rows of 8 classes, one thread: ``argmax`` 4.2 ms
+with torch, 0.9 ms here; ``benchmarks/logits_passes.py``). Each row is computed alone
 (:mod:`distgcn.kernels.logits_loops`), so the results do not depend on the number of
 threads. Other devices and dtypes keep torch's operations (the callers).
 """

@@ -115,8 +115,7 @@ class NumbaBlock(ScipyBlock):
     on every thread given; below, torch's CSR product and scipy's transpose product (one thread). One int32 CSR in
     memory, which torch reads in place; no transpose is stored.
 
-    Measured on Slashdot and the 10^6 R-MAT (benchmarks/spmm_kernels.py and the MIN_WIDTH note,
-    docs/performance.md): torch's product over int32 indices is about as fast as our loop up to 4 columns; from 8
+    Measured on Slashdot and the 10^6 R-MAT (``benchmarks/spmm_kernels.py``): torch's product over int32 indices is about as fast as our loop up to 4 columns; from 8
     columns ours is faster (2x at 8), and at 64 columns several times torch's and scipy's.
     """
 
@@ -167,7 +166,7 @@ def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> st
     """``auto``: ``numba`` on the CPU (our loop for products of 8 columns or more, torch's CSR product on
     int32 indices below, on every thread given), torch's on a GPU.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 8 columns our loop was faster than
+    Measured in ``benchmarks/spmm_kernels.py``: from 8 columns our loop was faster than
     every library (at 64 columns several times torch's product and scipy's), and torch's product on int32 indices
     about as fast below.
     """

@@ -27,7 +27,7 @@ def part_order(block: sp.csr_matrix, vertex_order: str) -> np.ndarray:
     ``block`` is the part's owned block of Â (its rows and columns in ascending global id). ``rcm``
     renumbers the rows by reverse Cuthill-McKee on the pattern of B + Bᵀ: neighbours get nearby numbers, so
     the rows of H that one row of Â reads lie close in memory. On a randomly numbered R-MAT graph this made
-    the local SpMM up to 1.6x faster (docs/performance.md).
+    the local SpMM up to 1.6x faster (``benchmarks/spmm_kernels.py``).
     """
     if vertex_order not in VERTEX_ORDERS:
         raise ValueError(f"vertex order: expected one of {', '.join(VERTEX_ORDERS)}, got {vertex_order!r}")

@@ -28,7 +28,7 @@ class _CrossEntropies(torch.autograd.Function):
     that the backward pass only scales it.
 
     Autograd's own backward of that expression (logsumexp's and the gather's, then their sum) held two more
-    buffers of z's size at once, which raised the peak of a rank at scale 23 by 70 MiB (docs/performance.md).
+    buffers of z's size at once (70 MiB more at the peak of a rank of the scale-23 R-MAT at P = 4).
     With ``rows``, the loss is of those rows of z only, and the gradient of all of z (zero elsewhere) is
     written into a kept buffer (:mod:`distgcn.kernels.kept_buffers`), as ``index_select``'s backward would have
     allocated it anew; same bits. On the CPU both passes are compiled (:mod:`distgcn.kernels.logits`).
@@ -66,9 +66,9 @@ def cross_entropies(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tens
     """Each row's cross-entropy, log Σ exp(logits) − logits[label] (``F.cross_entropy(..., reduction="none")``);
     with ``rows`` (positions, each once), of ``logits.index_select(0, rows)``.
 
-    torch's CPU log_softmax is slow over few classes: [41084, 8] float32 on one thread took 4.9 ms forward and
-    7.8-9.7 ms with its backward, logsumexp and its gradient 1.1 and 3.2 ms, the compiled passes less again
-    (docs/performance.md). The row's largest logit is subtracted first, so large logits do not overflow.
+    torch's CPU log_softmax is slow over few classes ([41084, 8] float32, one thread, with its backward: 7.8-9.7
+    ms against 3.2 ms for this form; ``benchmarks/logits_passes.py``). The row's largest logit is subtracted
+    first, so large logits do not overflow.
     """
     return _CrossEntropies.apply(logits, labels, rows)
 

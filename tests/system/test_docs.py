@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -68,3 +69,57 @@ def test_user_guide_walkthrough_runs_as_written(tmp_path):
     assert epochs == list(range(1, 41))  # 30, then resumed to 40 with nothing lost or repeated
     assert (tmp_path / "report" / "summary.md").is_file()
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir())[-1] == "checkpoint-00000040.pt"
+
+
+REFERENCE_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+"""The pages a user reads; docs/history/ is the lab notebook, whose result files live in git history."""
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def expand_braces(text: str) -> list[str]:
+    """``a-{1,2}.{json,md}`` -> a-1.json, a-1.md, a-2.json, a-2.md (the shell's brace expansion, unnested)."""
+    found = re.search(r"\{([^{}]*,[^{}]*)\}", text)
+    if not found:
+        return [text]
+    return [word for choice in found.group(1).split(",")
+            for word in expand_braces(text[:found.start()] + choice + text[found.end():])]
+
+
+def test_brace_expansion():
+    assert expand_braces("a-{1,2}.{json,md}") == ["a-1.json", "a-1.md", "a-2.json", "a-2.md"]
+
+
+@pytest.mark.parametrize("doc", REFERENCE_DOCS, ids=[doc.name for doc in REFERENCE_DOCS])
+def test_links_and_result_files_exist(doc):
+    """Every relative link, and every benchmarks/results/ file a page names, is in the tree."""
+    text = doc.read_text()
+    missing = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+               if "://" not in target and not (doc.parent / target).exists()]
+    missing += [path for cited in re.findall(r"benchmarks/results/[\w.{},-]+", text)
+                for path in expand_braces(cited.rstrip(".,")) if not (ROOT / path).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} names files that are not in the tree: {missing}"
+
+
+def test_kept_results_are_few_and_cited():
+    """benchmarks/results holds only what a reference page cites, under 1 MB: new runs go where their caller says."""
+    files = [p for p in RESULTS.iterdir() if p.name != "README.md"]
+    assert sum(p.stat().st_size for p in files) < 2**20
+    cited = {Path(name).stem for doc in REFERENCE_DOCS for word in re.findall(r"[\w.{},-]+", doc.read_text())
+             for name in expand_braces(word) if Path(name).suffix in {".json", ".jsonl", ".md", ".txt"}}
+    assert not [p.name for p in files if p.stem not in cited], "cite them from docs/ or git rm them"
+
+
+def test_benchmarks_never_write_into_the_source_tree_by_default():
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        text = script.read_text()
+        assert '/ "results"' not in text and "benchmarks/results" not in text, \
+            f"{script.name}: write where the caller says (--results-dir DIR or --out FILE)"
+
+
+def test_architecture_lists_the_layers_the_dependency_test_enforces():
+    """docs/architecture.md's numbered list of packages is tests/test_dependencies.py's LAYERS, in its order."""
+    from test_dependencies import LAYERS
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    listed = re.findall(r"^ ?\d+  (distgcn[\w.]*(?:, distgcn[\w.]*)*)", text, re.M)
+    assert [tuple(line.split(", ")) for line in listed] == list(LAYERS)
