@@ -28,6 +28,7 @@ from typing import ContextManager
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import EPSILON
 from distgcn.errors import InputError
 from distgcn.io.leftovers import scratch_directory
 from distgcn.partitioning.hmetis import write_hmetis
@@ -286,7 +287,7 @@ def _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed
 def hypergraph_parts(
     a_hat: sp.spmatrix,
     nparts: int,
-    epsilon: float = 0.03,
+    epsilon: float = EPSILON,
     seed: int = 0,
     partitioner: str = DEFAULT_PARTITIONER,
     preset: str | None = None,
@@ -374,7 +375,7 @@ def partition_nets(
     nparts: int,
     *,
     net_weights: np.ndarray | None = None,
-    epsilon: float = 0.03,
+    epsilon: float = EPSILON,
     seed: int = 0,
     partitioner: str | None = DEFAULT_PARTITIONER,
     preset: str | None = None,

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import VERTEX_WEIGHTS
 from distgcn.errors import InputError
 
-VERTEX_WEIGHTS = ("nonzeros", "work")
+__all__ = ["VERTEX_WEIGHTS", "vertex_weights"]
 
 
 def vertex_weights(a_hat: sp.spmatrix, scheme: str = "nonzeros") -> np.ndarray:
