@@ -294,6 +294,26 @@ class SamplerSpec:
         return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
 
 
+def sampler_spec(section: str, sampler: str | None, batch_size: int | None, given: dict[str, Any],
+                 accepts: dict[str, Any]) -> SamplerSpec | None:
+    """The sampler that the settings of ``section`` name, None without one (full-batch training, a model that
+    samples nothing). ``given``: the sampler options set; ``accepts``: each sampler's options by name. Settings
+    that do not fit together are ConfigErrors naming ``section.batch_size``, ``section.options.NAME``, ..."""
+    if sampler is None:
+        stray = (["batch_size"] if batch_size is not None else []) + [f"options.{option}" for option in given]
+        if stray:
+            raise ConfigError(f"{section}.{stray[0]}", f"{{{section}.{stray[0]}}} needs {{{section}.sampler}}")
+        return None
+    _require(batch_size is not None, f"{section}.batch_size",
+             f"{{{section}.sampler}} {sampler} needs {{{section}.batch_size}}")
+    for option in given:
+        if sampler in accepts and option not in accepts[sampler]:
+            owner = next(name for name, options in accepts.items() if option in options)
+            raise ConfigError(f"{section}.options.{option}", f"{{{section}.options.{option}}} applies to the "
+                                                             f"{owner} sampler, not {sampler}")
+    return SamplerSpec(sampler, batch_size, given)
+
+
 @dataclass(frozen=True)
 class MinibatchConfig:
     """Minibatch (sampled subgraph) training; a run without it trains full-batch."""
@@ -417,6 +437,20 @@ class RunConfig:
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     outputs: OutputConfig = field(default_factory=OutputConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], minibatch: MinibatchConfig | None = None) -> RunConfig:
+        """A run from its settings by field name (each name is one section's, as flags and keywords name them):
+        every section takes the names it declares and keeps its defaults for the others. The minibatch section,
+        whose sampler options are resolved by the sampler, is built by the caller
+        (distgcn.training.settings.run_config)."""
+        hints = typing.get_type_hints(cls)
+        sections = {}
+        for name in ("source", "outputs", "train", "compute", "progress"):  # the order in which refusals are found
+            section = hints[name]
+            sections[name] = section(**{declared.name: settings[declared.name]
+                                        for declared in dataclasses.fields(section) if declared.name in settings})
+        return cls(minibatch=minibatch, **sections)
 
     def __post_init__(self) -> None:
         if self.minibatch is None:

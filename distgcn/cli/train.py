@@ -22,7 +22,7 @@ from distgcn.cli.options import (
     threads_int,
     widths,
 )
-from distgcn.cli.sampler_options import add_sampler_options, sampler_spec
+from distgcn.cli.sampler_options import add_sampler_options
 from distgcn.config import (
     DEFAULT_PARTITION_MODEL,
     ComputeConfig,
@@ -33,7 +33,6 @@ from distgcn.config import (
     SourceConfig,
     TrainConfig,
 )
-from distgcn.errors import InputError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -134,24 +133,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
-    """The run's configuration (checked) from train's arguments; refused before any transport starts."""
-    minibatch = _minibatch(args)
-    source = SourceConfig(partition_dir=args.partition_dir, graph=args.graph, partition=args.partition,
-                          vertex_order=args.vertex_order, symmetrize=args.symmetrize, features=args.features,
-                          classes=args.classes, feature_norm=args.feature_norm)
-    source.require_one()
-    outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
-                           checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
-                           resume=args.resume, restart_metrics=args.restart_metrics)
-    train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
-                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
-                        seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
-                        halo_dtype=args.halo_dtype, conv=args.conv, heads=args.heads,
-                        output_heads=args.output_heads, attention_dropout=args.attention_dropout,
-                        root_weight=args.root_weight)
-    return RunConfig(source=source, train=train, minibatch=minibatch,
-                     compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
-                     outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
+    """The run's configuration (checked) from train's arguments, whose dests are its fields' names; refused before
+    any transport starts."""
+    from distgcn.training.settings import run_config as from_settings
+
+    config = from_settings(vars(args))
+    config.source.require_one()
+    return config
 
 
 def _announce(args: argparse.Namespace) -> None:
@@ -168,18 +156,6 @@ def _announce(args: argparse.Namespace) -> None:
     if launch.launcher != "none":
         Progress.for_rank(launch.rank, quiet=args.quiet, verbose=args.verbose).info(
             f"starting {launch.world_size} rank(s) ({launch.launcher}): loading torch, then the transport")
-
-
-def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
-    """The minibatch settings, None for full-batch training (no --sampler)."""
-    spec = sampler_spec(args)
-    if spec is None:
-        if args.batches_per_epoch is not None:
-            raise InputError("--batches-per-epoch needs --sampler")
-        return None
-    from distgcn.training.pipeline import minibatch_config
-
-    return minibatch_config(spec.name, spec.batch_size, spec.options, args.batches_per_epoch, args.norm_samples)
 
 
 def run(args: argparse.Namespace) -> int:
