@@ -11,7 +11,7 @@ import argparse
 
 from distgcn.cli.options import checked_type, positive_int
 from distgcn.config import PartitionerConfig, SamplerSpec
-from distgcn.sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS
+from distgcn.sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS, FrontierSampler
 
 __all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
 
@@ -33,7 +33,7 @@ def add_sampler_options(parser: argparse.ArgumentParser) -> None:
                        help=f"rw: steps per walk (default: {SAMPLER_OPTIONS['rw']['walk_length']})")
     group.add_argument("--frontier-size", type=positive_int, metavar="M",
                        help="frontier: number of walkers (default: min(1000, N/2))")
-    group.add_argument("--frontier-pop", dest="pop", choices=["tree", "dashboard", "naive"],
+    group.add_argument("--frontier-pop", dest="pop", choices=list(FrontierSampler.WALKS),
                        help=f"frontier: how a walker is popped (default: {SAMPLER_OPTIONS['frontier']['pop']})")
 
 
