@@ -312,7 +312,8 @@ def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcy
         from distgcn.partitioning.stochastic import stochastic_parts
 
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
-        parts, extra = stochastic_parts(a_hat, nparts, sampler, **(shp or {}), epsilon=epsilon, seed=seed,
+        counts = {name: value for name, value in shp.items() if value is not None}
+        parts, extra = stochastic_parts(a_hat, nparts, sampler, **counts, epsilon=epsilon, seed=seed,
                                         partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles,
                                         vertex_weight=vertex_weight)
         info.update(epsilon=float(epsilon), seed=int(seed), sampler=sampler.as_dict(), vertex_weight=vertex_weight)
