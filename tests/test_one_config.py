@@ -254,6 +254,27 @@ def test_the_api_builds_the_configuration_the_command_line_builds():
     assert config == from_flags and source.spec == "synthetic:sbm,n=60"
 
 
+def test_a_partition_configuration_equals_its_keywords_and_writes_its_directory(tmp_path):
+    """partition(config=PartitionConfig(...)) is partition(parts, model, **keywords), and writes config.out."""
+    from distgcn.config import PartitionerConfig, SamplerSpec
+    from distgcn.shard.directory import read_meta
+
+    spec = "synthetic:sbm,n=80,features=4,classes=2"
+    by_keywords = distgcn.partition(spec, 2, "stochastic", seed=3, sampler="node", batch_size=20, shp_samples=4,
+                                    vertex_weight="work", partitioner="kahypar")
+    config = PartitionConfig(parts=2, graph=spec, out=str(tmp_path / "p"), vertex_order="natural",
+                             partitioning=PartitionerConfig("stochastic", seed=3, sampler=SamplerSpec("node", 20),
+                                                            shp_samples=4, vertex_weight="work",
+                                                            partitioner="kahypar"))
+    by_config = distgcn.partition(None, config=config)
+    assert (by_config.parts == by_keywords.parts).all()
+    assert by_config.info["shp"]["samples"] == 4 and by_config.info["vertex_weight"] == "work"
+    meta = read_meta(tmp_path / "p")
+    assert meta["vertex_order"] == "natural" and meta["partition_id"] == by_keywords.partition_id
+    with pytest.raises(TypeError, match="not both"):
+        distgcn.partition(spec, 2, config=config)
+
+
 def test_the_api_refuses_a_sampler_option_as_the_command_line_does():
     with pytest.raises(distgcn.config.ConfigError, match=r"^minibatch\.options\.walk_length applies to the rw "
                                                          r"sampler, not node$"):
