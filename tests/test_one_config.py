@@ -285,7 +285,18 @@ def test_the_api_refuses_a_sampler_option_as_the_command_line_does():
         distgcn.train("synthetic:sbm,n=60", epoch=3)
 
 
-CLI_MODULES = ["train.py", "partition.py", "options.py", "sampler_options.py"]
+def test_the_model_options_of_stats_are_the_model_fields():
+    """stats --predict sizes a model: its options are ModelConfig's fields, with their defaults and choices."""
+    from distgcn.config import ModelConfig
+
+    model = {path: declared for path, declared in expanded_fields(ModelConfig).items() if path != "attention_dropout"}
+    parser = command("stats")
+    parser._actions = [action for action in parser._actions if action.dest not in ("partition_dirs", "predict",
+                                                                                    "json")]
+    assert cli_problems(parser, model) == []
+
+
+CLI_MODULES = ["train.py", "partition.py", "options.py", "sampler_options.py", "stats.py"]
 
 
 @pytest.mark.parametrize("module", CLI_MODULES)

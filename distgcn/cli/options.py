@@ -19,7 +19,7 @@ from distgcn.config import (
     default_of,
 )
 
-__all__ = ["field_options", "default_of"]
+__all__ = ["default_of", "field_options"]
 
 
 def checked_type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:

@@ -11,7 +11,11 @@ import argparse
 
 from distgcn.cli.options import checked_type, positive_int
 from distgcn.config import PartitionerConfig, SamplerSpec
-from distgcn.sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS, FrontierSampler
+from distgcn.sampling.reference.samplers import (
+    SAMPLER_OPTIONS,
+    SAMPLERS,
+    FrontierSampler,
+)
 
 __all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
 

@@ -13,9 +13,9 @@ import scipy.sparse as sp
 
 from distgcn.comm.collective import agree
 from distgcn.comm.transport import Transport
+from distgcn.config import PartitionerConfig
 from distgcn.data.graph import Graph
 from distgcn.data.prepare import GraphOptions, prepare_graph
-from distgcn.config import PartitionerConfig
 from distgcn.partitioning.models import run_model
 from distgcn.shard.cut import iter_shards
 from distgcn.shard.directory import partition_id

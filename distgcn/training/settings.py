@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from distgcn.config import ConfigError, MinibatchConfig, RunConfig, default_of, sampler_spec
+from distgcn.config import (
+    ConfigError,
+    MinibatchConfig,
+    RunConfig,
+    default_of,
+    sampler_spec,
+)
 from distgcn.sampling.reference.samplers import SAMPLER_OPTIONS
 
 SAMPLER_OPTION_NAMES: tuple[str, ...] = tuple(dict.fromkeys(name for options in SAMPLER_OPTIONS.values()
