@@ -17,10 +17,7 @@ from distgcn.sampling.reference.samplers import (
     FrontierSampler,
 )
 
-__all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
-
-OPTION_FLAGS = {"walk_length": "--walk-length", "frontier_size": "--frontier-size", "pop": "--frontier-pop"}
-"""Sampler option (a key of SAMPLER_OPTIONS) -> its command-line flag."""
+__all__ = ["add_sampler_options", "sampler_spec", "add_shp_options"]
 
 _positive_float = checked_type(float, lambda v: v > 0 and v != float("inf"), "a positive number")
 _open_probability = checked_type(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
