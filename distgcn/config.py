@@ -130,7 +130,7 @@ def leaf_fields(cls: type, prefix: str = "") -> dict[str, tuple[type, dataclasse
     found: dict[str, tuple[type, dataclasses.Field]] = {}
     for declared in dataclasses.fields(cls):
         hint = hints[declared.name]
-        members = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
         sections = [member for member in members if dataclasses.is_dataclass(member) and member is not SamplerSpec]
         if sections:
             found |= leaf_fields(sections[0], f"{prefix}{declared.name}.")

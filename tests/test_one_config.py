@@ -227,6 +227,19 @@ def test_the_api_check_fires_on_each_kind_of_drift():
                         command("partition")) == ["Partition.write(order) does not exist for vertex_order"]
 
 
+def test_graph_options_default_as_the_fields_they_stand_for():
+    """GraphOptions (how the API and the partition stage read a graph) carries source fields: same defaults."""
+    from distgcn.config import SourceConfig, TrainConfig
+
+    options = {f.name: f.default for f in dataclasses.fields(GraphOptions) if f.name != "spec"}
+    assert options == {name: TRAIN_FIELDS[f"source.{name}"]["default"]
+                       for name in ("symmetrize", "features", "classes", "feature_norm")} | {"seed": 0}
+    assert (SourceConfig().feature_norm, TrainConfig().seed) == (options["feature_norm"], options["seed"])
+    assert {name: PARTITION_FIELDS[name]["default"] for name in ("symmetrize", "features", "classes",
+                                                                 "feature_norm")} == \
+        {name: options[name] for name in ("symmetrize", "features", "classes", "feature_norm")}
+
+
 def test_a_field_added_to_the_configuration_is_a_keyword_of_the_api_at_once():
     """The keywords are generated from the fields: a new field needs no second declaration in api.py."""
     @dataclasses.dataclass(frozen=True)
