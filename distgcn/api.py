@@ -55,7 +55,8 @@ _RENAMED = {"source.partition": "partition_model", "minibatch.options.pop": "fro
 """Keywords that are not their field's name: as the command line's flags (``--frontier-pop``), or where the
 field's name is taken (``partition_model``, as ``source`` is train's graph)."""
 API_DEFAULTS = {"progress.quiet": True, "quiet": True}
-"""The API's own defaults: a library prints nothing unless asked."""
+"""The API's own defaults (train's ``progress.quiet``; PartitionConfig's ``quiet``, Partition.write's): a library
+prints nothing unless asked."""
 TRAIN_FROM_SOURCE = ("source.partition_dir", "source.graph", "source.symmetrize", "source.features",
                      "source.classes")
 """RunConfig fields that :func:`train`'s ``source`` carries (a directory, a spec, or GraphOptions for the rest)."""
