@@ -221,12 +221,8 @@ def _partition_config(parts: int, model: str | None, settings: dict[str, Any]) -
     from distgcn.config import PartitionerConfig
     from distgcn.training.settings import sampler_of
 
-    chosen = {name: settings[name] for name in PartitionerConfig.__dataclass_fields__ if name in settings}
-    chosen["sampler"] = sampler_of(PartitionerConfig.SECTION, settings)
-    if model is not None:
-        chosen["model"] = model
-    return PartitionConfig(parts=parts, feature_norm=settings["feature_norm"],
-                           partitioning=PartitionerConfig(**chosen), quiet=API_DEFAULTS["quiet"])
+    given = settings | {"parts": parts, "quiet": API_DEFAULTS["quiet"]} | ({"model": model} if model else {})
+    return PartitionConfig.from_settings(given, sampler_of(PartitionerConfig.SECTION, settings))
 
 
 def train(source: GraphSource | Partition | None = None, *, config: RunConfig | None = None,

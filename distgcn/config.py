@@ -446,7 +446,7 @@ class RunConfig:
         (distgcn.training.settings.run_config)."""
         hints = typing.get_type_hints(cls)
         sections = {}
-        for name in ("source", "outputs", "train", "compute", "progress"):  # the order in which refusals are found
+        for name in (declared.name for declared in dataclasses.fields(cls) if declared.name != "minibatch"):
             section = hints[name]
             sections[name] = section(**{declared.name: settings[declared.name]
                                         for declared in dataclasses.fields(section) if declared.name in settings})
@@ -524,6 +524,16 @@ class PartitionConfig:
     vertex_order: str = _one_of("rcm", VERTEX_ORDERS)
     quiet: bool = False
     verbose: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], sampler: SamplerSpec | None = None) -> PartitionConfig:
+        """The command from its settings by field name (as flags and keywords name them), with the sampler they
+        name (:func:`sampler_spec`); a name not given keeps its default."""
+        def taken(config: type) -> dict[str, Any]:
+            return {declared.name: settings[declared.name] for declared in dataclasses.fields(config)
+                    if declared.name in settings and declared.name not in ("partitioning", "sampler")}
+
+        return cls(**taken(cls), partitioning=PartitionerConfig(**taken(PartitionerConfig), sampler=sampler))
 
     def __post_init__(self) -> None:
         check_seed(PartitionerConfig.SECTION, self.partitioning.seed)  # before a partitioner's C int overflows

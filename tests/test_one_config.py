@@ -251,6 +251,48 @@ def test_a_field_added_to_the_configuration_is_a_keyword_of_the_api_at_once():
     assert set(table) - {"extra"} == set(api.TRAIN_KEYWORDS)
 
 
+def other_value(path: str, declared: dict[str, Any]) -> Any:
+    """A value of a field other than its default, valid on its own."""
+    default, choices = declared["default"], declared["choices"]
+    if path.endswith(("metrics", "save_weights", "checkpoint_dir", "partition_dir", "graph")):
+        return f"somewhere/{path}"
+    if path.endswith("dropout"):
+        return 0.25
+    if choices:
+        return next(choice for choice in choices if choice != default)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, tuple):
+        return (default[0] + 1,)
+    if isinstance(default, (int, float)):
+        return default + 1 if isinstance(default, int) else default / 2
+    return 3  # None: a count
+
+
+@pytest.mark.parametrize("path", [path for path in TRAIN_FIELDS if not path.startswith("minibatch.")])
+def test_each_setting_reaches_its_field_through_the_one_builder(path):
+    """A setting given by its field's name (as the flag's dest and the keyword name it) lands in that field."""
+    from distgcn.config import ConfigError
+
+    value = other_value(path, TRAIN_FIELDS[path])
+    settings = {"checkpoint_dir": "c", "resume": True} if path.startswith("outputs.") else {}
+    settings[dest_of(path)] = value
+    try:
+        config = RunConfig.from_settings(settings)
+    except ConfigError as refused:  # a value that needs another setting: refused naming this field or its partner
+        pytest.fail(f"{path}={value!r}: {refused}")
+    section, name = path.split(".")
+    assert getattr(getattr(config, section), name) == value
+
+
+@pytest.mark.parametrize("path", [path for path in PARTITION_FIELDS if ".sampler." not in path and path != "parts"])
+def test_each_partition_setting_reaches_its_field_through_the_one_builder(path):
+    value = other_value(path, PARTITION_FIELDS[path])
+    config = PartitionConfig.from_settings({"parts": 2, dest_of(path): value})
+    owner = config.partitioning if path.startswith("partitioning.") else config
+    assert getattr(owner, dest_of(path)) == value
+
+
 def test_the_api_builds_the_configuration_the_command_line_builds():
     """The same settings, as flags and as keywords, give one RunConfig (one builder behind both)."""
     from distgcn.cli.train import run_config

@@ -79,16 +79,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def partition_config(args: argparse.Namespace) -> PartitionConfig:
-    """The command's configuration (checked) from partition's arguments."""
-    partitioning = PartitionerConfig(model=args.model, epsilon=args.epsilon, seed=args.seed,
-                                     partitioner=args.partitioner, preset=args.preset, parts_file=args.parts_file,
-                                     threads=args.threads, vertex_weight=args.vertex_weight,
-                                     sampler=sampler_spec(args), shp_epsilon=args.shp_epsilon,
-                                     shp_delta=args.shp_delta, shp_samples=args.shp_samples)
-    return PartitionConfig(parts=args.parts, graph=args.graph, symmetrize=args.symmetrize, features=args.features,
-                           classes=args.classes, feature_norm=args.feature_norm, partitioning=partitioning,
-                           out=args.out, force=args.force, vertex_order=args.vertex_order, quiet=args.quiet,
-                           verbose=args.verbose)
+    """The command's configuration (checked) from partition's arguments, whose dests are its fields' names."""
+    return PartitionConfig.from_settings(vars(args), sampler_spec(args))
 
 
 def run(args: argparse.Namespace) -> int:
