@@ -294,6 +294,10 @@ class SamplerSpec:
         return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
 
 
+SAMPLER_COUNTS = ("walk_length", "frontier_size")
+"""The samplers' options that are counts (positive integers, as every count of a setting)."""
+
+
 def sampler_spec(section: str, sampler: str | None, batch_size: int | None, given: dict[str, Any],
                  accepts: dict[str, Any]) -> SamplerSpec | None:
     """The sampler that the settings of ``section`` name, None without one (full-batch training, a model that
@@ -306,7 +310,10 @@ def sampler_spec(section: str, sampler: str | None, batch_size: int | None, give
         return None
     _require(batch_size is not None, f"{section}.batch_size",
              f"{{{section}.sampler}} {sampler} needs {{{section}.batch_size}}")
+    _positive(section, "batch_size", batch_size)
     for option in given:
+        if option in SAMPLER_COUNTS:
+            _positive(section, f"options.{option}", given[option])
         if sampler in accepts and option not in accepts[sampler]:
             owner = next(name for name, options in accepts.items() if option in options)
             raise ConfigError(f"{section}.options.{option}", f"{{{section}.options.{option}}} applies to the "
@@ -536,4 +543,18 @@ class PartitionConfig:
         return cls(**taken(cls), partitioning=PartitionerConfig(**taken(PartitionerConfig), sampler=sampler))
 
     def __post_init__(self) -> None:
-        check_seed(PartitionerConfig.SECTION, self.partitioning.seed)  # before a partitioner's C int overflows
+        s, given = PartitionerConfig.SECTION, self.partitioning
+        _positive(s, "parts", self.parts)
+        check_seed(s, given.seed)  # before a partitioner's C int overflows
+        _non_negative(s, "epsilon", given.epsilon)
+        _positive(s, "threads", given.threads, optional=True, maximum=THREADS_MAX)
+        _positive(s, "features", self.features, optional=True)
+        _positive(s, "classes", self.classes, optional=True)
+        _positive(s, "shp_samples", given.shp_samples, optional=True)
+        if given.shp_epsilon is not None:
+            _non_negative(s, "shp_epsilon", given.shp_epsilon)
+            _require(given.shp_epsilon > 0, f"{s}.shp_epsilon",
+                     f"{{{s}.shp_epsilon}}: expected a positive number, got {given.shp_epsilon!r}")
+        if given.shp_delta is not None:
+            _require(isinstance(given.shp_delta, (int, float)) and 0 < given.shp_delta < 1, f"{s}.shp_delta",
+                     f"{{{s}.shp_delta}}: expected a probability in (0, 1), got {given.shp_delta!r}")

@@ -256,7 +256,7 @@ def other_value(path: str, declared: dict[str, Any]) -> Any:
     default, choices = declared["default"], declared["choices"]
     if path.endswith(("metrics", "save_weights", "checkpoint_dir", "partition_dir", "graph")):
         return f"somewhere/{path}"
-    if path.endswith("dropout"):
+    if path.endswith(("dropout", "shp_epsilon", "shp_delta")):
         return 0.25
     if choices:
         return next(choice for choice in choices if choice != default)
@@ -291,6 +291,57 @@ def test_each_partition_setting_reaches_its_field_through_the_one_builder(path):
     config = PartitionConfig.from_settings({"parts": 2, dest_of(path): value})
     owner = config.partitioning if path.startswith("partitioning.") else config
     assert getattr(owner, dest_of(path)) == value
+
+
+PROBES = ["-1", "0", "0.5", "1", "2147483648", "99999999", "100000000", "4096", "4097", str(2**62), str(2**62 + 1),
+          "inf", "nan"]
+"""Values at the edges of the ranges the options' types and the configuration accept."""
+
+
+def looser_ranges(parser: argparse.ArgumentParser, fields: dict[str, dict[str, Any]], build) -> list[str]:
+    """Values an option's type refuses but its field accepts: a range declared in argparse only (the command line
+    may check more loosely than the configuration, which then refuses with the field's name, never more strictly)."""
+    from distgcn.config import ConfigError
+
+    found = []
+    for action in parser._actions:
+        path = next((path for path in fields if dest_of(path) == action.dest), None)
+        if path is None or not callable(action.type) or action.type in (str, Path):
+            continue
+        for probe in PROBES:
+            try:
+                action.type(probe)
+            except (argparse.ArgumentTypeError, ValueError):
+                try:
+                    build({dest_of(path): int(probe) if probe.lstrip("-").isdigit() else float(probe)})
+                except ConfigError:
+                    continue
+                found.append(f"{action.option_strings[0]} {probe}")
+    return found
+
+
+def build_run(settings: dict[str, Any]) -> RunConfig:
+    """A run from ``settings``; a minibatch setting comes with the sampler that takes it."""
+    from distgcn.training.settings import run_config
+
+    sampler = {"sampler": "frontier" if "frontier_size" in settings else "rw", "batch_size": 10}
+    return run_config(sampler | settings if set(settings) & {"batch_size", "batches_per_epoch", "norm_samples",
+                                                             *SAMPLER_OPTION_NAMES} else settings)
+
+
+def build_partition(settings: dict[str, Any]) -> PartitionConfig:
+    from distgcn.training.settings import sampler_of
+
+    given = {"parts": 2} | settings
+    if set(settings) & {"batch_size", *SAMPLER_OPTION_NAMES}:
+        given = {"sampler": "frontier" if "frontier_size" in settings else "rw", "batch_size": 10} | given
+    return PartitionConfig.from_settings(given, sampler_of("partition", given))
+
+
+def test_no_range_is_declared_by_the_command_line_alone():
+    assert looser_ranges(command("train"), {p: d for p, d in TRAIN_FIELDS.items() if "hidden" not in p},
+                         build_run) == []
+    assert looser_ranges(command("partition"), PARTITION_FIELDS, build_partition) == []
 
 
 def test_the_api_builds_the_configuration_the_command_line_builds():
