@@ -431,3 +431,18 @@ def test_epsilon_is_declared_once():
                 literal += [f"{path.relative_to(ROOT)}:{node.lineno}" for argument, default in pairs
                             if argument.arg == "epsilon" and isinstance(default, ast.Constant)]
     assert literal == []
+
+
+@pytest.mark.parametrize("function", ["train", "partition"])
+def test_the_signatures_docs_api_md_shows_are_the_apis(function):
+    """Every keyword docs/api.md lists exists with the default it states, and none is missing there."""
+    text = " ".join((ROOT / "docs" / "api.md").read_text().split())
+    shown = re.search(rf"`{function}\((.*?)\)`", text).group(1)
+    stated = dict(part.split("=", 1) for part in shown.split(", ") if "=" in part)
+    parameters = inspect.signature(getattr(distgcn, function)).parameters
+    defaults = {name: p.default for name, p in parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY or name in stated}
+    assert set(stated) == set(defaults)
+    for name, value in stated.items():
+        documented = ast.literal_eval(value)
+        assert defaults[name] in (documented, (documented,)), name
