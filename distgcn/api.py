@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import PartitionConfig, RunConfig, default_of, leaf_fields
+from distgcn.config import (
+    VERTEX_ORDER,
+    PartitionConfig,
+    RunConfig,
+    default_of,
+    leaf_fields,
+)
 from distgcn.data import load_graph
 from distgcn.data.graph import Graph
 from distgcn.data.interop import (
@@ -348,7 +354,7 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, con
             partitioning=startup_partitioning(config.source.partition, config.train.seed)))
         return split.graph, split.a_hat, split.parts
 
-    return cut_and_scatter(transport, agree(transport, on_root), config.source.vertex_order or "rcm")
+    return cut_and_scatter(transport, agree(transport, on_root), config.source.vertex_order or VERTEX_ORDER)
 
 
 def _run_config(source: GraphSource | Partition | None, config: RunConfig | None,

@@ -56,6 +56,10 @@ PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
 """The tools ``partition --partitioner`` may name (each model takes some: distgcn.partitioning.models)."""
 VERTEX_WEIGHTS = ("nonzeros", "work")
 """What a partition balances (distgcn.partitioning.weights.vertex_weights)."""
+VERTEX_WEIGHT = "nonzeros"
+"""What a partition balances unless told (each row's nonzeros: its work in the SpMM)."""
+VERTEX_ORDER = "rcm"
+"""How a shard numbers its rows unless told (``--vertex-order``)."""
 EPSILON = 0.03
 """The allowed imbalance of a partition (``partition --epsilon``): every part's weight within 1 + EPSILON times
 the average, for every model and tool that balances."""
@@ -356,7 +360,8 @@ class SourceConfig:
     partition: str = _one_of(DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS)
     """The model rank 0 partitions ``graph`` with (one of TRAIN_PARTITIONS)."""
     vertex_order: str | None = _one_of(None, VERTEX_ORDERS)
-    """How each shard numbers its rows when rank 0 partitions (None: rcm); shards in a directory keep theirs."""
+    """How each shard numbers its rows when rank 0 partitions (None: VERTEX_ORDER); shards in a directory keep
+    theirs."""
     symmetrize: bool = False
     features: int | None = None
     classes: int | None = None
@@ -495,7 +500,7 @@ class PartitionerConfig:
     """The part vector of the external model."""
     threads: int | None = None
     """Mt-KaHyPar's and KaMinPar's threads; None: all cores."""
-    vertex_weight: str = _one_of("nonzeros", VERTEX_WEIGHTS)
+    vertex_weight: str = _one_of(VERTEX_WEIGHT, VERTEX_WEIGHTS)
     sampler: SamplerSpec | None = None
     """The stochastic model's sampler (``--sampler``, ``--batch-size`` and the sampler's options)."""
     shp_epsilon: float | None = None
@@ -528,7 +533,7 @@ class PartitionConfig:
     out: str | None = None
     """The partition directory to write (the API writes it with Partition.write)."""
     force: bool = False
-    vertex_order: str = _one_of("rcm", VERTEX_ORDERS)
+    vertex_order: str = _one_of(VERTEX_ORDER, VERTEX_ORDERS)
     quiet: bool = False
     verbose: bool = False
 

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager
+from typing import ContextManager
 
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import EPSILON, PARTITION_MODELS, PartitionerConfig
+from distgcn.config import EPSILON, PARTITION_MODELS, VERTEX_WEIGHT, PartitionerConfig
 from distgcn.errors import InputError
 from distgcn.io.digests import file_sha256
 from distgcn.partitioning import kaminpar_graph
@@ -41,9 +41,6 @@ from distgcn.partitioning.weights import vertex_weights
 GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
 """Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it
 returns: their phase ticks from a process (distgcn.runtime.progress.Phase.outside_the_gil), as no thread of ours can run."""
-
-if TYPE_CHECKING:
-    from distgcn.config import SamplerSpec
 
 __all__ = [
     "random_parts",
@@ -135,7 +132,7 @@ def graph_partitioner(partitioner: str | None, nnz: int) -> str:
 
 
 def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = EPSILON, seed: int = 0,
-                vertex_weight: str = "nonzeros", *, partitioner: str | None = None, preset: str | None = None,
+                vertex_weight: str = VERTEX_WEIGHT, *, partitioner: str | None = None, preset: str | None = None,
                 threads: int | None = None, return_info: bool = False):
     """k-way edge-cut partition of the undirected graph of ``a_hat`` by METIS or KaMinPar.
 
@@ -270,7 +267,7 @@ def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcy
     if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
         what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
         raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
-    if vertex_weight != "nonzeros" and model not in ("graph", "hypergraph", "stochastic"):
+    if vertex_weight != VERTEX_WEIGHT and model not in ("graph", "hypergraph", "stochastic"):
         raise InputError(f"--vertex-weight: the {model or 'unnamed'} model balances vertex counts, not weights")
     info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
                   "partitioner": None, "preset": None}

@@ -417,7 +417,8 @@ def test_argparse_declares_no_default_or_choice_list_of_its_own(module):
 
 
 def test_epsilon_is_declared_once():
-    """Every function that takes an ``epsilon`` (the partition's imbalance) defaults it to config.EPSILON."""
+    """Every function that takes an ``epsilon`` (the partition's imbalance), a ``vertex_weight`` or a
+    ``vertex_order`` defaults it to config's constant, not to a value of its own."""
     literal = []
     for path in [*(ROOT / "distgcn").rglob("*.py"), *(ROOT / "partition").rglob("*.py")]:
         if "partitioning" in path.parts:  # the symlink to partition/
@@ -429,7 +430,8 @@ def test_epsilon_is_declared_once():
                 pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
                 pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
                 literal += [f"{path.relative_to(ROOT)}:{node.lineno}" for argument, default in pairs
-                            if argument.arg == "epsilon" and isinstance(default, ast.Constant)]
+                            if argument.arg in ("epsilon", "vertex_weight", "vertex_order", "scheme")
+                            and isinstance(default, ast.Constant) and default.value is not None]
     assert literal == []
 
 

@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.comm.collective import Group, agree, agree_on_failure
-from distgcn.config import PartitionerConfig
+from distgcn.config import VERTEX_ORDER, PartitionerConfig
 from distgcn.data.adjacency import sorted_unique
 from distgcn.data.prepare import GraphOptions
 from distgcn.errors import InputError
@@ -253,7 +253,7 @@ def merged_metrics(counts: list[RankCounts], n: int) -> dict:
 
 def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Path, nparts: int,
                              partitioning: PartitionerConfig | str, *, force: bool = False, quiet: bool = False,
-                             verbose: bool = False, vertex_order: str = "rcm") -> dict | None:
+                             verbose: bool = False, vertex_order: str = VERTEX_ORDER) -> dict | None:
     """Partition on rank 0, cut, measure and write each shard on its own rank; meta.json's contents on rank 0,
     else None.
 

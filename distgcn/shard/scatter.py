@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from distgcn.comm.collective import agree
 from distgcn.comm.transport import Transport
-from distgcn.config import PartitionerConfig
+from distgcn.config import VERTEX_ORDER, PartitionerConfig
 from distgcn.data.graph import Graph
 from distgcn.data.prepare import GraphOptions, prepare_graph
 from distgcn.partitioning.models import run_model
@@ -34,8 +34,9 @@ def startup_partitioning(model: str, seed: int) -> PartitionerConfig:
 
 
 def build_and_scatter(transport: Transport, options: GraphOptions, partitioning: PartitionerConfig,
-                      vertex_order: str = "rcm") -> Shard:
-    """Rank 0 loads and partitions the graph as ``partitioning`` says, then sends every rank its shard."""
+                      vertex_order: str | None = None) -> Shard:
+    """Rank 0 loads and partitions the graph as ``partitioning`` says, then sends every rank its shard (numbering
+    its rows by ``vertex_order``; None: :data:`distgcn.config.VERTEX_ORDER`)."""
     def load_on_root() -> tuple[Graph, sp.csr_matrix, np.ndarray] | None:
         if transport.rank != 0:
             return None
@@ -43,11 +44,11 @@ def build_and_scatter(transport: Transport, options: GraphOptions, partitioning:
         parts, _info = run_model(partitioning, a_hat, transport.size)
         return graph, a_hat, parts
 
-    return cut_and_scatter(transport, agree(transport, load_on_root), vertex_order)
+    return cut_and_scatter(transport, agree(transport, load_on_root), vertex_order or VERTEX_ORDER)
 
 
 def cut_and_scatter(transport: Transport, prepared: tuple[Graph, sp.csr_matrix, np.ndarray] | None,
-                    vertex_order: str = "rcm") -> Shard:
+                    vertex_order: str = VERTEX_ORDER) -> Shard:
     """Rank 0 cuts its (graph, Â, part vector) into shards and sends each rank its own; others pass None."""
     if transport.rank != 0:
         return scatter_shards(transport, None)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import PartitionConfig, PartitionerConfig
+from distgcn.config import VERTEX_ORDER, PartitionConfig, PartitionerConfig
 from distgcn.data.prepare import GraphOptions, prepare_graph
 from distgcn.partitioning.metrics import partition_metrics
 from distgcn.partitioning.models import (
@@ -64,7 +64,7 @@ def partitioner_config(partitioning: PartitionerConfig | str) -> PartitionerConf
 
 def write_partition(options: GraphOptions, out: str | Path, nparts: int, partitioning: PartitionerConfig | str, *,
                     force: bool = False, quiet: bool = False, verbose: bool = False,
-                    vertex_order: str = "rcm") -> dict:
+                    vertex_order: str = VERTEX_ORDER) -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
     ``partitioning`` says how the parts are computed (:func:`distgcn.partitioning.models.run_model`).
@@ -133,7 +133,7 @@ def metrics_line(metrics: dict) -> str:
 
 
 def save_partition(out: Path, data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
-                   source: dict, progress: Progress, vertex_order: str = "rcm", *, force: bool = False,
+                   source: dict, progress: Progress, vertex_order: str = VERTEX_ORDER, *, force: bool = False,
                    inputs: list[Path] | None = None) -> dict:
     """Cut a graph already partitioned and measured into shards and write its directory; return meta.json's contents.
 

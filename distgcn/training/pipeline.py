@@ -98,7 +98,7 @@ def shards_from(source: SourceConfig, seed: int) -> ShardSource:
         with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards") as phase:
             with phase.outside_the_gil() if source.partition in GIL_HOLDING_MODELS else nullcontext():
                 return build_and_scatter(transport, options, startup_partitioning(source.partition, seed),
-                                         vertex_order=source.vertex_order or "rcm")
+                                         vertex_order=source.vertex_order)
     return load
 
 
