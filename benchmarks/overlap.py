@@ -46,6 +46,7 @@ from mpi4py import MPI
 from distgcn.cli.options import add_graph_options
 from distgcn.comm.counters import CommCounters
 from distgcn.comm.transport import MPITransport
+from distgcn.config import PartitionerConfig, SourceConfig
 from distgcn.data.prepare import GraphOptions
 from distgcn.kernels.sparse import choose_kernel
 from distgcn.runtime.threads import set_threads
@@ -158,7 +159,7 @@ def main() -> None:
     parser.add_argument("partition_dir", nargs="?", metavar="DIR", help="shards written by 'distgcn partition'")
     parser.add_argument("--graph", help="a graph to partition here, on rank 0 (instead of DIR)")
     parser.add_argument("--partition", default="random", choices=["random", "contiguous", "graph", "hypergraph"])
-    add_graph_options(parser)
+    add_graph_options(parser, SourceConfig)
     parser.add_argument("--width", type=int, default=64, help="columns of H and G (default: 64)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=50)
@@ -178,7 +179,7 @@ def main() -> None:
     else:
         options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
                                classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
-        shard = build_and_scatter(transport, options, args.partition, args.seed)
+        shard = build_and_scatter(transport, options, PartitionerConfig(args.partition, seed=args.seed))
 
     counters = CommCounters()
     exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, counters, exchanges=True)

@@ -9,15 +9,22 @@ input raises :class:`~distgcn.errors.InputError` on every rank alike.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import DEFAULT_PARTITION_MODEL
+from distgcn.config import (
+    VERTEX_ORDER,
+    PartitionConfig,
+    RunConfig,
+    default_of,
+    leaf_fields,
+)
 from distgcn.data import load_graph
 from distgcn.data.graph import Graph
 from distgcn.data.interop import (
@@ -30,10 +37,10 @@ from distgcn.data.interop import (
 from distgcn.data.prepare import GraphOptions, prepare_graph, prepare_loaded_graph
 from distgcn.errors import InputError
 from distgcn.training.results import TrainResult, VertexRows
+from distgcn.training.settings import SAMPLER_OPTION_NAMES
 
 if TYPE_CHECKING:
     from distgcn.comm.transport import Transport
-    from distgcn.config import RunConfig
     from distgcn.shard.rank_shard import Shard
 
 __all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx",
@@ -44,6 +51,92 @@ GraphSource = Graph | str | Path | GraphOptions
 ``distgcn train --graph`` takes it, or a spec with its loading options."""
 _TRANSPORTS: dict[str, Transport] = {}
 """The transports :func:`default_transport` has started in this process, by backend."""
+
+_EXPANDED = {"minibatch.options": [f"minibatch.options.{name}" for name in SAMPLER_OPTION_NAMES],
+             "partitioning.sampler": ["partitioning.sampler.name", "partitioning.sampler.batch_size",
+                                      *[f"partitioning.sampler.options.{name}" for name in SAMPLER_OPTION_NAMES]]}
+"""Fields that hold several settings (the sampler options; a SamplerSpec), and the paths of those settings."""
+_RENAMED = {"source.partition": "partition_model", "minibatch.options.pop": "frontier_pop",
+            "partitioning.sampler.name": "sampler", "partitioning.sampler.options.pop": "frontier_pop"}
+"""Keywords that are not their field's name: as the command line's flags (``--frontier-pop``), or where the
+field's name is taken (``partition_model``, as ``source`` is train's graph)."""
+API_DEFAULTS = {"progress.quiet": True, "quiet": True}
+"""The API's own defaults (train's ``progress.quiet``; PartitionConfig's ``quiet``, Partition.write's): a library
+prints nothing unless asked."""
+TRAIN_FROM_SOURCE = ("source.partition_dir", "source.graph", "source.symmetrize", "source.features",
+                     "source.classes")
+"""RunConfig fields that :func:`train`'s ``source`` carries (a directory, a spec, or GraphOptions for the rest)."""
+PARTITION_ELSEWHERE = {"parts": "partition(parts)", "partitioning.model": "partition(model)",
+                       "graph": "partition(graph)", "symmetrize": "GraphOptions.symmetrize",
+                       "features": "GraphOptions.features", "classes": "GraphOptions.classes",
+                       "out": "Partition.write(out)", "force": "Partition.write(force)",
+                       "vertex_order": "Partition.write(vertex_order)", "quiet": "Partition.write(quiet)",
+                       "verbose": "Partition.write(verbose)"}
+"""PartitionConfig fields that :func:`partition` takes other than as keywords: where each is given."""
+
+
+@dataclass(frozen=True)
+class Keyword:
+    """One keyword of :func:`train` or :func:`partition`: the configuration field it sets, and its default."""
+
+    path: str
+    """The field's dotted path (``train.epochs``; ``minibatch.options.walk_length`` for a sampler option)."""
+    default: Any
+    annotation: Any
+
+
+def keywords(config: type, elsewhere: tuple[str, ...] | dict[str, str]) -> dict[str, Keyword]:
+    """The keywords that reach every field of ``config`` except those given ``elsewhere``: one per field (the
+    field's name, or :data:`_RENAMED`), with the field's default (or :data:`API_DEFAULTS`). Generated from the
+    configuration, so that a field added there is a keyword here."""
+    found: dict[str, Keyword] = {}
+    for path, (_owner, declared) in leaf_fields(config).items():
+        if path in elsewhere:
+            continue
+        if path in _EXPANDED:
+            for part in _EXPANDED[path]:
+                found[_RENAMED.get(part, part.rsplit(".", 1)[-1])] = Keyword(part, None, "Any")
+            continue
+        if path in API_DEFAULTS:
+            default = API_DEFAULTS[path]
+        elif declared.default_factory is not dataclasses.MISSING:
+            default = declared.default_factory()
+        else:
+            default = None if declared.default is dataclasses.MISSING else declared.default
+        optional = declared.default is dataclasses.MISSING and declared.default_factory is dataclasses.MISSING
+        found[_RENAMED.get(path, declared.name)] = Keyword(path, default,
+                                                           f"{declared.type} | None" if optional else declared.type)
+    return found
+
+
+TRAIN_KEYWORDS = keywords(RunConfig, TRAIN_FROM_SOURCE)
+"""train's keywords: every RunConfig field that its source does not carry."""
+PARTITION_KEYWORDS = keywords(PartitionConfig, PARTITION_ELSEWHERE)
+"""partition's keywords: the PartitionConfig fields that are not its arguments or Partition.write's."""
+
+
+def _signature(function: Any, table: dict[str, Keyword]) -> None:
+    """Show ``function``'s ``**settings`` as the keywords of ``table`` (help(), inspect.signature)."""
+    signature = inspect.signature(function)
+    before = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    generated = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=keyword.default,
+                                   annotation=keyword.annotation) for name, keyword in table.items()]
+    function.__signature__ = signature.replace(parameters=before + generated)
+
+
+def _settings(function: str, table: dict[str, Keyword], given: dict[str, Any]) -> dict[str, Any]:
+    """The keywords given, by field name (the last part of the path), over the defaults of ``table``."""
+    unknown = sorted(set(given) - set(table))
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    values = {name: keyword.default for name, keyword in table.items()} | given
+    return {_setting_name(table[name].path): str(value) if isinstance(value, Path) else value
+            for name, value in values.items()}
+
+
+def _setting_name(path: str) -> str:
+    """The name a setting goes by in the builders' settings (distgcn.training.settings): its field's."""
+    return "sampler" if path == "partitioning.sampler.name" else path.rsplit(".", 1)[-1]
 
 
 @dataclass
@@ -74,59 +167,72 @@ class Partition:
 
         return partition_id(self.graph.fingerprint(), self.parts, self.nparts)
 
-    def write(self, out: str | Path, *, force: bool = False, quiet: bool = True) -> dict:
+    def write(self, out: str | Path, *, force: bool = default_of(PartitionConfig, "force"),
+              quiet: bool = API_DEFAULTS["quiet"], verbose: bool = default_of(PartitionConfig, "verbose"),
+              vertex_order: str = default_of(PartitionConfig, "vertex_order")) -> dict:
         """Write the directory that ``distgcn partition --out`` writes; return its meta.json contents.
 
+        ``force``, ``quiet``, ``verbose`` and ``vertex_order`` are the command line's flags of those names.
         ``distgcn stats``, ``distgcn train DIR`` and :func:`train` read it like any other.
         """
-        from distgcn.runtime.progress import NORMAL, QUIET, Progress
+        from distgcn.runtime.progress import NORMAL, QUIET, VERBOSE, Progress
         from distgcn.shard.cut import GraphData
         from distgcn.shard.directory import check_output, input_paths
         from distgcn.shard.write import save_partition
 
         inputs = input_paths(self.source.get("spec"))
         directory = check_output(out, force, inputs)
+        progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
         return save_partition(directory, GraphData.of(self.graph, self.a_hat), self.a_hat, self.parts, self.info,
-                              self.metrics, self.source, Progress(QUIET if quiet else NORMAL), force=force,
-                              inputs=inputs)
+                              self.metrics, self.source, progress, vertex_order, force=force, inputs=inputs)
 
 
-def partition(graph: GraphSource, parts: int, model: str = DEFAULT_PARTITION_MODEL, *, epsilon: float = 0.03,
-              seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-              parts_file: str | Path | None = None, feature_norm: str = "row",
-              threads: int | None = None) -> Partition:
+def partition(graph: GraphSource | None, parts: int | None = None, model: str | None = None, *,
+              config: PartitionConfig | None = None, **settings: Any) -> Partition:
     """Prepare ``graph`` as ``distgcn partition`` does and split it into ``parts`` parts with ``model``.
 
-    Models, partitioners, presets and threads are those of the command line
-    (docs/partitioning.md). ``seed`` seeds the partitioner and, for a spec
-    string, random features. A Graph passed in is not modified.
+    The keywords are the command line's options of the same names (:data:`PARTITION_KEYWORDS`; models,
+    partitioners, presets, threads: docs/partitioning.md; the stochastic model's ``sampler``, ``batch_size`` and
+    sampler options, ``shp_*``), or ``config`` gives them all as a :class:`~distgcn.config.PartitionConfig`
+    (``graph`` None: the graph its ``graph`` field names; its ``out``, if set, is written as
+    :meth:`Partition.write` writes). ``seed`` seeds the partitioner and, for a spec string, random features.
+    A Graph passed in is not modified.
     """
-    from distgcn.config import check_seed
     from distgcn.partitioning.metrics import partition_metrics
-    from distgcn.partitioning.models import compute_parts
+    from distgcn.partitioning.models import run_model
 
-    check_seed("partition", seed)  # before the load, and before a partitioner's C int could overflow
-    prepared, a_hat, source = _prepare(graph, feature_norm, seed)
-    vector, info = compute_parts(model, a_hat, parts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                 preset=preset, parts_file=parts_file, threads=threads)
-    return Partition(prepared, a_hat, vector, info, partition_metrics(a_hat, vector, parts), source)
+    if config is None:
+        if parts is None:
+            raise TypeError("partition() missing required argument: 'parts' (or config=)")
+        config = _partition_config(parts, model, _settings("partition", PARTITION_KEYWORDS, settings))
+    elif parts is not None or model is not None or settings:
+        raise TypeError("partition() takes config= or parts, model and keywords, not both")
+    if graph is None and config.graph is not None:
+        graph = GraphOptions(spec=config.graph, symmetrize=config.symmetrize, features=config.features,
+                             classes=config.classes, seed=config.partitioning.seed, feature_norm=config.feature_norm)
+    elif config.graph is not None:
+        raise InputError("partition: give the graph once, as the graph argument or as config.graph")
+    prepared, a_hat, source = _prepare(graph, config.feature_norm, config.partitioning.seed)
+    vector, info = run_model(config.partitioning, a_hat, config.parts)
+    split = Partition(prepared, a_hat, vector, info, partition_metrics(a_hat, vector, config.parts), source)
+    if config.out is not None:
+        split.write(config.out, force=config.force, quiet=config.quiet, verbose=config.verbose,
+                    vertex_order=config.vertex_order)
+    return split
 
 
-def train(source: GraphSource | Partition | None, *, partition_model: str = DEFAULT_PARTITION_MODEL,
-          epochs: int = 200, layers: int = 2, hidden: int | tuple[int, ...] = 16, lr: float = 0.01,
-          dropout: float = 0.5,
-          weight_decay: float = 5e-4, optimizer: str = "adam", seed: int = 0, dtype: str = "float32",
-          feature_norm: str = "row", vertex_order: str | None = None, first_layer: str = "exact",
-          comm: str = "halo", halo_dtype: str | None = None, conv: str = "gcn", heads: int = 8,
-          output_heads: int = 1, attention_dropout: float | None = None, root_weight: bool = True,
-          sampler: str | None = None,
-          batch_size: int | None = None, batches_per_epoch: int | None = None, norm_samples: int = 50,
-          walk_length: int | None = None, frontier_size: int | None = None, threads: int | None = None,
-          spmm_kernel: str = "auto", backend: str | None = None, metrics: str | Path | None = None,
-          save_weights: str | Path | None = None, checkpoint_dir: str | Path | None = None,
-          checkpoint_every: int | None = None, checkpoint_keep: int = 3, resume: bool = False,
-          restart_metrics: bool = False, quiet: bool = True, verbose: bool = False,
-          transport: Transport | None = None) -> TrainResult:
+def _partition_config(parts: int, model: str | None, settings: dict[str, Any]) -> PartitionConfig:
+    """partition's configuration (checked, its seed before a partitioner's C int could overflow) from its
+    arguments and its keywords by field name."""
+    from distgcn.config import PartitionerConfig
+    from distgcn.training.settings import sampler_of
+
+    given = settings | {"parts": parts, "quiet": API_DEFAULTS["quiet"]} | ({"model": model} if model else {})
+    return PartitionConfig.from_settings(given, sampler_of(PartitionerConfig.SECTION, settings))
+
+
+def train(source: GraphSource | Partition | None = None, *, config: RunConfig | None = None,
+          transport: Transport | None = None, **settings: Any) -> TrainResult:
     """Train a GCN (``conv`` "sage", "gat": GraphSAGE, GAT) as ``distgcn train`` does, on this process's rank;
     collective under mpiexec.
 
@@ -135,24 +241,25 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
     partitions with ``partition_model`` (as ``train --graph --partition``).
     Graphs and Partitions are read on rank 0 only; other ranks may pass None.
     ``feature_norm`` applies to a graph partitioned here (a directory's shards hold prepared features).
-    The other keywords are the command line's options of the same names (docs/api.md); ``sampler``
-    and ``batch_size`` train on minibatches. ``threads`` sets torch's threads for this call only
-    (default: as they are). The transport is :func:`default_transport` unless one is given.
+    The keywords are the command line's options of the same names (:data:`TRAIN_KEYWORDS`; docs/api.md), or
+    ``config`` gives them all as a :class:`~distgcn.config.RunConfig` (``source`` None: the directory or graph
+    its ``source`` names). ``sampler`` and ``batch_size`` train on minibatches. ``threads`` sets torch's threads
+    for this call only (default: as they are). The transport is :func:`default_transport` unless one is given.
     """
     import torch
 
     from distgcn.comm.collective import CollectiveInputError
     from distgcn.training import pipeline
 
-    config = _config(source, dict(locals()))
+    config, source = _run_config(source, config, settings)
     transport = transport if transport is not None else default_transport(config.compute.backend)
     previous_threads = torch.get_num_threads()
     try:
-        if threads is not None:
-            torch.set_num_threads(threads)
+        if config.compute.threads is not None:
+            torch.set_num_threads(config.compute.threads)
 
         def own_shard(transport: Transport, _progress: object) -> Shard:
-            return _own_shard(source, transport, partition_model, seed, feature_norm, vertex_order or "rcm")
+            return _own_shard(source, transport, config)
 
         outcome = pipeline.run(config, transport, torch.get_num_threads(), own_shard)
         outputs = [t.cpu().numpy() for t in outcome.trainer.layer_outputs()]
@@ -165,6 +272,13 @@ def train(source: GraphSource | Partition | None, *, partition_model: str = DEFA
     return TrainResult(history=outcome.history, weights=outcome.trainer.weights(), ids=shard.global_ids[by_id],
                        layer_outputs=[o[by_id] for o in outputs], rank=transport.rank, size=transport.size,
                        transport=transport)
+
+
+_signature(partition, PARTITION_KEYWORDS)
+_signature(train, TRAIN_KEYWORDS)
+partition.__signature__ = partition.__signature__.replace(parameters=[  # type: ignore[attr-defined]
+    parameter.replace(default=default_of(PartitionConfig, "partitioning").model) if parameter.name == "model"
+    else parameter for parameter in partition.__signature__.parameters.values()])  # type: ignore[attr-defined]
 
 
 def default_transport(backend: str | None = None) -> Transport:
@@ -209,13 +323,12 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
     return graph, a_hat, graph_source(options)
 
 
-def _own_shard(source: GraphSource | Partition | None, transport: Transport, model: str, seed: int,
-               feature_norm: str, vertex_order: str) -> Shard:
+def _own_shard(source: GraphSource | Partition | None, transport: Transport, config: RunConfig) -> Shard:
     """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
     from distgcn.comm.collective import agree
     from distgcn.shard.directory import META_FILE
     from distgcn.shard.distribute import load_own_shard
-    from distgcn.shard.scatter import cut_and_scatter, startup_options
+    from distgcn.shard.scatter import cut_and_scatter, startup_partitioning
 
     is_directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
     if transport.allgather_object(is_directory)[0]:
@@ -236,50 +349,35 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, mod
             if source.nparts != transport.size:
                 raise InputError(f"the Partition has {source.nparts} parts but the job has {transport.size} ranks")
             return source.graph, source.a_hat, source.parts
-        split = partition(source, transport.size, model, seed=seed, feature_norm=feature_norm,
-                          **startup_options(model))
+        split = partition(source, config=PartitionConfig(
+            parts=transport.size, feature_norm=config.source.feature_norm,
+            partitioning=startup_partitioning(config.source.partition, config.train.seed)))
         return split.graph, split.a_hat, split.parts
 
-    return cut_and_scatter(transport, agree(transport, on_root), vertex_order)
+    return cut_and_scatter(transport, agree(transport, on_root), config.source.vertex_order or VERTEX_ORDER)
 
 
-def _config(source: GraphSource | Partition | None, keywords: dict) -> RunConfig:
-    """The run's configuration from train's keywords, checked before any rank communicates."""
-    from distgcn.config import (
-        ComputeConfig,
-        ConfigError,
-        OutputConfig,
-        ProgressConfig,
-        RunConfig,
-        SourceConfig,
-        TrainConfig,
-    )
+def _run_config(source: GraphSource | Partition | None, config: RunConfig | None,
+                settings: dict[str, Any]) -> tuple[RunConfig, GraphSource | Partition | None]:
+    """The run's configuration from train's keywords or ``config``, checked before any rank communicates, and
+    the source it trains on (``config.source``'s directory or graph when ``source`` is None)."""
     from distgcn.shard.directory import META_FILE
-    from distgcn.training.pipeline import minibatch_config
+    from distgcn.training.settings import run_config
 
-    k = keywords
+    if config is not None and settings:
+        raise TypeError(f"train() takes config= or keywords, not both (got {min(settings)!r})")
+    if config is not None and source is None and config.source.partition_dir is not None:
+        source = config.source.partition_dir
+    elif config is not None and source is None and config.source.graph is not None:
+        given = config.source
+        source = GraphOptions(spec=given.graph, symmetrize=given.symmetrize, features=given.features,
+                              classes=given.classes, seed=config.train.seed, feature_norm=given.feature_norm)
+    elif config is not None and (config.source.partition_dir is not None or config.source.graph is not None):
+        raise InputError("train: give the source once, as the source argument or in config.source")
     directory = isinstance(source, (str, Path)) and (Path(source) / META_FILE).is_file()
     spec = source.spec if isinstance(source, GraphOptions) else str(source) if isinstance(source, (str, Path)) \
         else None
-    minibatch = None
-    if k["sampler"] is None and k["batch_size"] is not None:
-        raise ConfigError("minibatch.batch_size", "{minibatch.batch_size} needs {minibatch.sampler}")
-    if k["sampler"] is not None:
-        given = {name: k[name] for name in ("walk_length", "frontier_size") if k[name] is not None}
-        minibatch = minibatch_config(k["sampler"], k["batch_size"], given, k["batches_per_epoch"], k["norm_samples"])
-    paths = {name: None if k[name] is None else str(k[name]) for name in ("metrics", "save_weights", "checkpoint_dir")}
-    return RunConfig(
-        source=SourceConfig(partition_dir=str(source) if directory else None, graph=None if directory else spec,
-                            partition=k["partition_model"], vertex_order=k["vertex_order"],
-                            feature_norm=k["feature_norm"]),
-        train=TrainConfig(layers=k["layers"], hidden=k["hidden"], epochs=k["epochs"], lr=k["lr"],
-                          dropout=k["dropout"], weight_decay=k["weight_decay"], optimizer=k["optimizer"],
-                          seed=k["seed"], dtype=k["dtype"], first_layer=k["first_layer"], comm=k["comm"],
-                          halo_dtype=k["halo_dtype"], conv=k["conv"], heads=k["heads"],
-                          output_heads=k["output_heads"], attention_dropout=k["attention_dropout"],
-                          root_weight=k["root_weight"]),
-        minibatch=minibatch,
-        compute=ComputeConfig(threads=k["threads"], spmm_kernel=k["spmm_kernel"], backend=k["backend"]),
-        outputs=OutputConfig(**paths, checkpoint_every=k["checkpoint_every"], checkpoint_keep=k["checkpoint_keep"],
-                             resume=k["resume"], restart_metrics=k["restart_metrics"]),
-        progress=ProgressConfig(quiet=k["quiet"], verbose=k["verbose"]))
+    located = {"partition_dir": str(source) if directory else None, "graph": None if directory else spec}
+    if config is None:
+        return run_config(_settings("train", TRAIN_KEYWORDS, settings) | located), source
+    return dataclasses.replace(config, source=dataclasses.replace(config.source, **located)), source

@@ -1,9 +1,14 @@
-"""One training run's settings: a tree of dataclasses, checked once when it is built.
+"""The settings of every command: trees of dataclasses, checked once when they are built.
 
 ``distgcn train`` builds a :class:`RunConfig` from its arguments and
-:func:`distgcn.api.train` from its keywords; either way every setting is
-checked here, once, before any rank communicates, and the rest of the code
-trusts what it is given. A refused setting is a :class:`ConfigError` naming
+:func:`distgcn.api.train` from its keywords; ``distgcn partition`` and
+:func:`distgcn.api.partition` build a :class:`PartitionConfig`. These classes
+are the one place where a setting's default and choices are declared: the
+command line takes its defaults and choice lists from them (:func:`default_of`,
+:func:`choices_of`) and the API its keywords (:func:`leaf_fields`), and
+tests/test_one_config.py fails when a field lacks a flag or a keyword. Every
+setting is checked here, once, before any rank communicates, and the rest of
+the code trusts what it is given. A refused setting is a :class:`ConfigError` naming
 the configuration field (``train.hidden``); the command line words the same
 error with its flags (``--hidden``). This module imports no torch, so that
 settings can be checked (and the command line parsed) without it.
@@ -11,9 +16,12 @@ settings can be checked (and the command line parsed) without it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +52,17 @@ TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
 DEFAULT_PARTITION_MODEL = "hypergraph"
 """The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
 whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
+PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
+"""The tools ``partition --partitioner`` may name (each model takes some: distgcn.partitioning.models)."""
+VERTEX_WEIGHTS = ("nonzeros", "work")
+"""What a partition balances (distgcn.partitioning.weights.vertex_weights)."""
+VERTEX_WEIGHT = "nonzeros"
+"""What a partition balances unless told (each row's nonzeros: its work in the SpMM)."""
+VERTEX_ORDER = "rcm"
+"""How a shard numbers its rows unless told (``--vertex-order``)."""
+EPSILON = 0.03
+"""The allowed imbalance of a partition (``partition --epsilon``): every part's weight within 1 + EPSILON times
+the average, for every model and tool that balances."""
 
 COUNT_MAX = 2**62
 """The largest count a setting may give (widths, heads, parts, batches, ...): sizes are computed from counts in
@@ -84,6 +103,44 @@ def literal(text: object) -> str:
 def attention_heads(layers: int, heads: int, output_heads: int) -> list[int]:
     """GAT's heads per layer: ``heads`` in every hidden layer, ``output_heads`` in the last."""
     return [heads] * (layers - 1) + [output_heads]
+
+
+def _one_of(default: str | None, choices: tuple[str, ...]) -> Any:
+    """A field whose value is one of ``choices`` (or None where the default is None): its choice list is declared
+    with it, for the command line's ``choices`` (:func:`choices_of`)."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def default_of(cls: type, name: str) -> Any:
+    """The default of field ``name`` of the configuration class ``cls`` (the command line's default)."""
+    declared = cls.__dataclass_fields__[name]
+    if declared.default_factory is not dataclasses.MISSING:
+        return declared.default_factory()
+    if declared.default is dataclasses.MISSING:
+        raise KeyError(f"{cls.__name__}.{name} has no default")
+    return declared.default
+
+
+def choices_of(cls: type, name: str) -> tuple[str, ...]:
+    """The values field ``name`` of ``cls`` may take (the command line's ``choices``)."""
+    return cls.__dataclass_fields__[name].metadata["choices"]
+
+
+def leaf_fields(cls: type, prefix: str = "") -> dict[str, tuple[type, dataclasses.Field]]:
+    """Every setting of the configuration class ``cls`` by dotted path (``train.epochs``), with the class that
+    declares it: the sections (fields whose type is a configuration dataclass, possibly optional) are walked into.
+    What each front end (flags, API keywords) must reach, one to one."""
+    hints = typing.get_type_hints(cls)
+    found: dict[str, tuple[type, dataclasses.Field]] = {}
+    for declared in dataclasses.fields(cls):
+        hint = hints[declared.name]
+        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        sections = [member for member in members if dataclasses.is_dataclass(member) and member is not SamplerSpec]
+        if sections:
+            found |= leaf_fields(sections[0], f"{prefix}{declared.name}.")
+        else:
+            found[prefix + declared.name] = (cls, declared)
+    return found
 
 
 def _require(ok: bool, field_path: str, template: str) -> None:
@@ -134,10 +191,10 @@ class ModelConfig:
     layers: int = 2
     hidden: tuple[int, ...] = (16,)
     """Hidden widths: one value for every hidden layer, or exactly layers - 1 values."""
-    dtype: str = "float32"
-    optimizer: str = "adam"
+    dtype: str = _one_of("float32", DTYPES)
+    optimizer: str = _one_of("adam", OPTIMIZERS)
     dropout: float = 0.5
-    conv: str = "gcn"
+    conv: str = _one_of("gcn", CONVS)
     heads: int = 8
     """GAT: attention heads of every hidden layer (concatenated, so a hidden layer outputs heads x hidden)."""
     output_heads: int = 1
@@ -205,11 +262,11 @@ class TrainConfig(ModelConfig):
     lr: float = 0.01
     weight_decay: float = 5e-4
     seed: int = 0
-    first_layer: str = "exact"
+    first_layer: str = _one_of("exact", FIRST_LAYERS)
     """"cached": aggregate the features once at setup (Â·X); layer 0 is then local and drops out after Â."""
-    comm: str = "halo"
+    comm: str = _one_of("halo", COMMS)
     """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
-    halo_dtype: str | None = None
+    halo_dtype: str | None = _one_of(None, HALO_DTYPES)
     """What halo rows travel as (one of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
 
     def __post_init__(self) -> None:
@@ -239,6 +296,33 @@ class SamplerSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "batch_size": self.batch_size, "options": dict(self.options)}
+
+
+SAMPLER_COUNTS = ("walk_length", "frontier_size")
+"""The samplers' options that are counts (positive integers, as every count of a setting)."""
+
+
+def sampler_spec(section: str, sampler: str | None, batch_size: int | None, given: dict[str, Any],
+                 accepts: dict[str, Any]) -> SamplerSpec | None:
+    """The sampler that the settings of ``section`` name, None without one (full-batch training, a model that
+    samples nothing). ``given``: the sampler options set; ``accepts``: each sampler's options by name. Settings
+    that do not fit together are ConfigErrors naming ``section.batch_size``, ``section.options.NAME``, ..."""
+    if sampler is None:
+        stray = (["batch_size"] if batch_size is not None else []) + [f"options.{option}" for option in given]
+        if stray:
+            raise ConfigError(f"{section}.{stray[0]}", f"{{{section}.{stray[0]}}} needs {{{section}.sampler}}")
+        return None
+    _require(batch_size is not None, f"{section}.batch_size",
+             f"{{{section}.sampler}} {sampler} needs {{{section}.batch_size}}")
+    _positive(section, "batch_size", batch_size)
+    for option in given:
+        if option in SAMPLER_COUNTS:
+            _positive(section, f"options.{option}", given[option])
+        if sampler in accepts and option not in accepts[sampler]:
+            owner = next(name for name, options in accepts.items() if option in options)
+            raise ConfigError(f"{section}.options.{option}", f"{{{section}.options.{option}}} applies to the "
+                                                             f"{owner} sampler, not {sampler}")
+    return SamplerSpec(sampler, batch_size, given)
 
 
 @dataclass(frozen=True)
@@ -273,14 +357,15 @@ class SourceConfig:
     partition_dir: str | None = None
     graph: str | None = None
     """A graph file or directory, or synthetic:... (docs/data.md)."""
-    partition: str = DEFAULT_PARTITION_MODEL
+    partition: str = _one_of(DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS)
     """The model rank 0 partitions ``graph`` with (one of TRAIN_PARTITIONS)."""
-    vertex_order: str | None = None
-    """How each shard numbers its rows when rank 0 partitions (None: rcm); shards in a directory keep theirs."""
+    vertex_order: str | None = _one_of(None, VERTEX_ORDERS)
+    """How each shard numbers its rows when rank 0 partitions (None: VERTEX_ORDER); shards in a directory keep
+    theirs."""
     symmetrize: bool = False
     features: int | None = None
     classes: int | None = None
-    feature_norm: str = "row"
+    feature_norm: str = _one_of("row", FEATURE_NORMS)
     _ONE_SOURCE = "train needs exactly one of {source.partition_dir} (a partition directory) or {source.graph} GRAPH"
 
     def require_one(self) -> None:
@@ -304,8 +389,8 @@ class ComputeConfig:
 
     threads: int | None = None
     """Compute threads per rank; None: the front end's default (see RunConfig's users)."""
-    spmm_kernel: str = "auto"
-    backend: str | None = None
+    spmm_kernel: str = _one_of("auto", KERNELS)
+    backend: str | None = _one_of(None, BACKENDS)
     """None: nccl when a GPU is visible and no MPI launcher started the job, else mpi."""
 
     def __post_init__(self) -> None:
@@ -365,6 +450,20 @@ class RunConfig:
     outputs: OutputConfig = field(default_factory=OutputConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
 
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], minibatch: MinibatchConfig | None = None) -> RunConfig:
+        """A run from its settings by field name (each name is one section's, as flags and keywords name them):
+        every section takes the names it declares and keeps its defaults for the others. The minibatch section,
+        whose sampler options are resolved by the sampler, is built by the caller
+        (distgcn.training.settings.run_config)."""
+        hints = typing.get_type_hints(cls)
+        sections = {}
+        for name in (declared.name for declared in dataclasses.fields(cls) if declared.name != "minibatch"):
+            section = hints[name]
+            sections[name] = section(**{declared.name: settings[declared.name]
+                                        for declared in dataclasses.fields(section) if declared.name in settings})
+        return cls(minibatch=minibatch, **sections)
+
     def __post_init__(self) -> None:
         if self.minibatch is None:
             return
@@ -377,3 +476,90 @@ class RunConfig:
         _require(self.train.first_layer == "exact" and self.train.comm == "halo", "train.first_layer",
                  "minibatch training needs {train.first_layer} exact and the halo exchange: a batch aggregates "
                  "over its own subgraph Â[S, S]")
+
+
+@dataclass(frozen=True)
+class PartitionerConfig:
+    """How a part vector is computed: the model, its tool and the tool's settings.
+
+    What :func:`distgcn.partitioning.models.run_model` takes, as one record through the partition stage
+    (``distgcn partition``, :func:`distgcn.api.partition`, and rank 0 of ``train --graph``). The models check
+    what they use (distgcn.partitioning.models), with the flags' names, as before any graph is loaded.
+    """
+
+    SECTION = "partition"
+    model: str = _one_of(DEFAULT_PARTITION_MODEL, PARTITION_MODELS)
+    epsilon: float = EPSILON
+    """The allowed imbalance (graph, hypergraph and stochastic models)."""
+    seed: int = 0
+    """Seeds the partitioner (and random features where the graph has none)."""
+    partitioner: str | None = _one_of(None, PARTITIONERS)
+    """None: the model's default tool (distgcn.partitioning.models)."""
+    preset: str | None = None
+    parts_file: str | None = None
+    """The part vector of the external model."""
+    threads: int | None = None
+    """Mt-KaHyPar's and KaMinPar's threads; None: all cores."""
+    vertex_weight: str = _one_of(VERTEX_WEIGHT, VERTEX_WEIGHTS)
+    sampler: SamplerSpec | None = None
+    """The stochastic model's sampler (``--sampler``, ``--batch-size`` and the sampler's options)."""
+    shp_epsilon: float | None = None
+    """The stochastic model's sample count (distgcn.partitioning.stochastic): None for its defaults."""
+    shp_delta: float | None = None
+    shp_samples: int | None = None
+
+    @property
+    def shp(self) -> dict[str, Any]:
+        """The stochastic model's sample-count settings as its keywords."""
+        return {"shp_epsilon": self.shp_epsilon, "shp_delta": self.shp_delta, "shp_samples": self.shp_samples}
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    """Everything ``distgcn partition`` needs: the graph, the part count, how parts are computed, the directory.
+
+    The API's :func:`distgcn.api.partition` takes the same record (or its fields as keywords); a graph in memory
+    leaves ``graph`` None, and ``out``, ``force`` and ``vertex_order`` go to :meth:`distgcn.api.Partition.write`.
+    """
+
+    parts: int
+    graph: str | None = None
+    """A graph file or directory, or synthetic:... (docs/data.md); None: a graph in memory (API)."""
+    symmetrize: bool = False
+    features: int | None = None
+    classes: int | None = None
+    feature_norm: str = _one_of("row", FEATURE_NORMS)
+    partitioning: PartitionerConfig = field(default_factory=PartitionerConfig)
+    out: str | None = None
+    """The partition directory to write (the API writes it with Partition.write)."""
+    force: bool = False
+    vertex_order: str = _one_of(VERTEX_ORDER, VERTEX_ORDERS)
+    quiet: bool = False
+    verbose: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], sampler: SamplerSpec | None = None) -> PartitionConfig:
+        """The command from its settings by field name (as flags and keywords name them), with the sampler they
+        name (:func:`sampler_spec`); a name not given keeps its default."""
+        def taken(config: type) -> dict[str, Any]:
+            return {declared.name: settings[declared.name] for declared in dataclasses.fields(config)
+                    if declared.name in settings and declared.name not in ("partitioning", "sampler")}
+
+        return cls(**taken(cls), partitioning=PartitionerConfig(**taken(PartitionerConfig), sampler=sampler))
+
+    def __post_init__(self) -> None:
+        s, given = PartitionerConfig.SECTION, self.partitioning
+        _positive(s, "parts", self.parts)
+        check_seed(s, given.seed)  # before a partitioner's C int overflows
+        _non_negative(s, "epsilon", given.epsilon)
+        _positive(s, "threads", given.threads, optional=True, maximum=THREADS_MAX)
+        _positive(s, "features", self.features, optional=True)
+        _positive(s, "classes", self.classes, optional=True)
+        _positive(s, "shp_samples", given.shp_samples, optional=True)
+        if given.shp_epsilon is not None:
+            _non_negative(s, "shp_epsilon", given.shp_epsilon)
+            _require(given.shp_epsilon > 0, f"{s}.shp_epsilon",
+                     f"{{{s}.shp_epsilon}}: expected a positive number, got {given.shp_epsilon!r}")
+        if given.shp_delta is not None:
+            _require(isinstance(given.shp_delta, (int, float)) and 0 < given.shp_delta < 1, f"{s}.shp_delta",
+                     f"{{{s}.shp_delta}}: expected a probability in (0, 1), got {given.shp_delta!r}")

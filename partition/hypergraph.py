@@ -28,6 +28,7 @@ from typing import ContextManager
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import EPSILON, VERTEX_WEIGHT
 from distgcn.errors import InputError
 from distgcn.io.leftovers import scratch_directory
 from distgcn.partitioning.hmetis import write_hmetis
@@ -104,7 +105,7 @@ KAHYPAR_PRESETS = {
 }
 
 
-def column_net(a_hat: sp.spmatrix, vertex_weight: str = "nonzeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def column_net(a_hat: sp.spmatrix, vertex_weight: str = VERTEX_WEIGHT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(net_indptr, pins, vertex_weights) of the column-net hypergraph of ``a_hat``.
 
     ``net_indptr``/``pins`` are the CSC ``indptr``/``indices`` of the nonzero
@@ -286,7 +287,7 @@ def _partition_kahypar(indptr, pins, weights, net_weights, nparts, epsilon, seed
 def hypergraph_parts(
     a_hat: sp.spmatrix,
     nparts: int,
-    epsilon: float = 0.03,
+    epsilon: float = EPSILON,
     seed: int = 0,
     partitioner: str = DEFAULT_PARTITIONER,
     preset: str | None = None,
@@ -294,7 +295,7 @@ def hypergraph_parts(
     threads: int | None = None,
     vcycles: int | None = None,
     return_info: bool = False,
-    vertex_weight: str = "nonzeros",
+    vertex_weight: str = VERTEX_WEIGHT,
     max_net_pins: int | None = None,
     while_tool_runs: Callable[[], ContextManager[object]] = contextlib.nullcontext,
 ):
@@ -374,7 +375,7 @@ def partition_nets(
     nparts: int,
     *,
     net_weights: np.ndarray | None = None,
-    epsilon: float = 0.03,
+    epsilon: float = EPSILON,
     seed: int = 0,
     partitioner: str | None = DEFAULT_PARTITIONER,
     preset: str | None = None,

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager
+from typing import ContextManager
 
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import PARTITION_MODELS
+from distgcn.config import EPSILON, PARTITION_MODELS, VERTEX_WEIGHT, PartitionerConfig
 from distgcn.errors import InputError
 from distgcn.io.digests import file_sha256
 from distgcn.partitioning import kaminpar_graph
@@ -42,9 +42,6 @@ GIL_HOLDING_MODELS = frozenset({"graph", "hypergraph", "stochastic"})
 """Models whose partitioner (METIS, KaMinPar, Mt-KaHyPar, KaHyPar) runs as one C call that keeps the GIL until it
 returns: their phase ticks from a process (distgcn.runtime.progress.Phase.outside_the_gil), as no thread of ours can run."""
 
-if TYPE_CHECKING:
-    from distgcn.config import SamplerSpec
-
 __all__ = [
     "random_parts",
     "contiguous_parts",
@@ -55,6 +52,7 @@ __all__ = [
     "graph_partitioner",
     "check_partitioner",
     "compute_parts",
+    "run_model",
 ]
 
 
@@ -133,8 +131,8 @@ def graph_partitioner(partitioner: str | None, nnz: int) -> str:
     return name
 
 
-def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = 0.03, seed: int = 0,
-                vertex_weight: str = "nonzeros", *, partitioner: str | None = None, preset: str | None = None,
+def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = EPSILON, seed: int = 0,
+                vertex_weight: str = VERTEX_WEIGHT, *, partitioner: str | None = None, preset: str | None = None,
                 threads: int | None = None, return_info: bool = False):
     """k-way edge-cut partition of the undirected graph of ``a_hat`` by METIS or KaMinPar.
 
@@ -235,43 +233,41 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def compute_parts(
-    model: str,
-    a_hat: sp.spmatrix,
-    nparts: int,
-    *,
-    epsilon: float = 0.03,
-    seed: int = 0,
-    partitioner: str | None = None,
-    preset: str | None = None,
-    parts_file: str | Path | None = None,
-    threads: int | None = None,
-    vcycles: int | None = None,
-    sampler: SamplerSpec | None = None,
-    shp: dict | None = None,
-    vertex_weight: str = "nonzeros",
-    while_tool_runs: Callable[[], ContextManager[object]] = nullcontext,
-) -> tuple[np.ndarray, dict]:
-    """Run the named model; return ``(parts, info)`` with ``info`` ready for meta.json.
+def compute_parts(model: str, a_hat: sp.spmatrix, nparts: int, *, vcycles: int | None = None, shp: dict | None = None,
+                  while_tool_runs: Callable[[], ContextManager[object]] = nullcontext,
+                  **settings: object) -> tuple[np.ndarray, dict]:
+    """:func:`run_model` with the settings as keywords: the fields of :class:`distgcn.config.PartitionerConfig`
+    (their defaults where not given), and ``shp`` = {shp_epsilon, shp_delta, shp_samples} for the stochastic
+    model's sample count."""
+    config = PartitionerConfig(model=model, **(shp or {}), **settings)  # type: ignore[arg-type]
+    return run_model(config, a_hat, nparts, vcycles=vcycles, while_tool_runs=while_tool_runs)
+
+
+def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcycles: int | None = None,
+              while_tool_runs: Callable[[], ContextManager[object]] = nullcontext) -> tuple[np.ndarray, dict]:
+    """Run the model ``config`` names; return ``(parts, info)`` with ``info`` ready for meta.json.
 
     ``info`` holds model, partitioner, preset, epsilon, seed, nparts,
     partition_s (wall seconds of the partitioning call) and the versions of
-    the tools involved. ``threads`` and ``vcycles`` tune Mt-KaHyPar (see
+    the tools involved. ``config.threads`` and ``vcycles`` tune Mt-KaHyPar (see
     :func:`distgcn.partitioning.hypergraph.hypergraph_parts`). The stochastic model needs
-    ``sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes
-    ``shp`` = {shp_epsilon, shp_delta, shp_samples} (see :mod:`distgcn.partitioning.stochastic`).
-    ``vertex_weight`` is what the graph, hypergraph and stochastic models balance
+    ``config.sampler`` (a :class:`distgcn.config.SamplerSpec`) and takes ``config.shp``
+    (see :mod:`distgcn.partitioning.stochastic`).
+    ``config.vertex_weight`` is what the graph, hypergraph and stochastic models balance
     (:func:`distgcn.partitioning.weights.vertex_weights`). The hypergraph model enters ``while_tool_runs()`` around
     Mt-KaHyPar's or KaHyPar's own run, when nothing of Â is needed (:class:`distgcn.shard.spill.Spill`).
     """
+    epsilon, seed, partitioner, preset = config.epsilon, config.seed, config.partitioner, config.preset
+    parts_file, threads, sampler, shp = config.parts_file, config.threads, config.sampler, config.shp
+    vertex_weight = config.vertex_weight
     n = _check_matrix(a_hat)
-    model = (model or "").lower()
+    model = (config.model or "").lower()
     _check_n_nparts(n, nparts)
     check_partitioner(model, partitioner, preset)
     if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
         what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
         raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
-    if vertex_weight != "nonzeros" and model not in ("graph", "hypergraph", "stochastic"):
+    if vertex_weight != VERTEX_WEIGHT and model not in ("graph", "hypergraph", "stochastic"):
         raise InputError(f"--vertex-weight: the {model or 'unnamed'} model balances vertex counts, not weights")
     info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
                   "partitioner": None, "preset": None}
@@ -313,7 +309,8 @@ def compute_parts(
         from distgcn.partitioning.stochastic import stochastic_parts
 
         partitioner = (partitioner or DEFAULT_PARTITIONER).lower()
-        parts, extra = stochastic_parts(a_hat, nparts, sampler, **(shp or {}), epsilon=epsilon, seed=seed,
+        counts = {name: value for name, value in shp.items() if value is not None}
+        parts, extra = stochastic_parts(a_hat, nparts, sampler, **counts, epsilon=epsilon, seed=seed,
                                         partitioner=partitioner, preset=preset, threads=threads, vcycles=vcycles,
                                         vertex_weight=vertex_weight)
         info.update(epsilon=float(epsilon), seed=int(seed), sampler=sampler.as_dict(), vertex_weight=vertex_weight)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import SamplerSpec
+from distgcn.config import EPSILON, VERTEX_WEIGHT, SamplerSpec
 from distgcn.errors import InputError
 from distgcn.hashing import GOLDEN, mix64
 from distgcn.partitioning.hypergraph import partition_nets
@@ -177,10 +177,10 @@ def merge_identical_nets(indptr: np.ndarray, pins: np.ndarray) -> tuple[np.ndarr
 
 
 def stochastic_parts(a_hat: sp.spmatrix, nparts: int, spec: SamplerSpec, *, shp_epsilon: float | None = None,
-                     shp_delta: float | None = None, shp_samples: int | None = None, epsilon: float = 0.03,
+                     shp_delta: float | None = None, shp_samples: int | None = None, epsilon: float = EPSILON,
                      seed: int = 0, partitioner: str | None = None, preset: str | None = None,
                      threads: int | None = None, vcycles: int | None = None,
-                     vertex_weight: str = "nonzeros") -> tuple[np.ndarray, dict]:
+                     vertex_weight: str = VERTEX_WEIGHT) -> tuple[np.ndarray, dict]:
     """Partition Â's rows by the stochastic hypergraph of ``spec``'s minibatches; return (parts, info).
 
     Subgraphs are drawn from ``numpy.random.default_rng(seed)``; ``shp_samples``

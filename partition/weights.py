@@ -7,12 +7,13 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from distgcn.config import VERTEX_WEIGHT, VERTEX_WEIGHTS
 from distgcn.errors import InputError
 
-VERTEX_WEIGHTS = ("nonzeros", "work")
+__all__ = ["VERTEX_WEIGHTS", "vertex_weights"]
 
 
-def vertex_weights(a_hat: sp.spmatrix, scheme: str = "nonzeros") -> np.ndarray:
+def vertex_weights(a_hat: sp.spmatrix, scheme: str = VERTEX_WEIGHT) -> np.ndarray:
     """int64 weight of each row under ``scheme``.
 
     ``nonzeros``: the row's nonzeros (at least 1, so an empty row still

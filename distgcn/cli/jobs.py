@@ -22,7 +22,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from distgcn.config import DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS
+from distgcn.cli.options import field_options
+from distgcn.config import DEFAULT_PARTITION_MODEL, SourceConfig
 from distgcn.errors import InputError, resolved
 from distgcn.io.metrics_log import read_metrics, steady
 from distgcn.io.schema import SPLIT_KEYS
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", required=True, metavar="GRAPH", help="graph file or directory, or synthetic:...")
-    parser.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=TRAIN_PARTITIONS,
+    parser.add_argument("--model", **field_options(SourceConfig, "partition"),
                         help=f"partition model (default: {DEFAULT_PARTITION_MODEL})")
     parser.add_argument("--partition-args", default="", metavar="ARGS",
                         help="more 'distgcn partition' arguments, given with '=': "

@@ -1,4 +1,8 @@
-"""Argument types and options that several subcommands share, and the wording of configuration fields as flags."""
+"""Argument types and options that several subcommands share, and the wording of configuration fields as flags.
+
+An option's ``dest`` is the name of the configuration field it sets (distgcn.config), and its default and choices
+are that field's (:func:`field_options`): argparse declares none of its own (tests/test_one_config.py).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,13 @@ from typing import Any
 from distgcn.config import (
     COUNT_MAX,
     EPOCHS_MAX,
-    FEATURE_NORMS,
     SEED_MAX,
     THREADS_MAX,
-    VERTEX_ORDERS,
+    choices_of,
+    default_of,
 )
+
+__all__ = ["default_of", "field_options"]
 
 
 def checked_type(convert: Callable[[str], Any], check: Callable[[Any], bool], what: str) -> Callable[[str], Any]:
@@ -62,20 +68,30 @@ def probability(text: str) -> float:
     return value
 
 
-def add_graph_options(parser: argparse.ArgumentParser) -> None:
-    """Options that say how to read a graph (shared by train and partition)."""
-    parser.add_argument("--symmetrize", action="store_true",
+def field_options(cls: type, name: str) -> dict[str, Any]:
+    """``add_argument``'s default (and choices, where the field declares them) for field ``name`` of the
+    configuration class ``cls``."""
+    options: dict[str, Any] = {"default": default_of(cls, name)}
+    if "choices" in cls.__dataclass_fields__[name].metadata:
+        options["choices"] = choices_of(cls, name)
+    return options
+
+
+def add_graph_options(parser: argparse.ArgumentParser, config: type) -> None:
+    """Options that say how to read a graph (shared by train and partition), with the defaults of ``config``."""
+    parser.add_argument("--symmetrize", action="store_true", default=default_of(config, "symmetrize"),
                         help="make a directed graph undirected (A ∪ Aᵀ) before adding self loops")
     parser.add_argument("--features", type=positive_int, metavar="F",
                         help="random feature width for an unlabelled graph (with --classes)")
     parser.add_argument("--classes", type=positive_int, metavar="C",
                         help="random label count for an unlabelled graph (with --features)")
-    parser.add_argument("--feature-norm", choices=FEATURE_NORMS, default="row",
-                        help="scale feature rows to unit L1 norm, as Kipf & Welling (default: row)")
+    parser.add_argument("--feature-norm", **field_options(config, "feature_norm"),
+                        help="scale feature rows to unit L1 norm, as Kipf & Welling (default: "
+                             f"{default_of(config, 'feature_norm')})")
 
 
-def add_vertex_order_option(parser: argparse.ArgumentParser, prefix: str, default: str | None) -> None:
-    parser.add_argument("--vertex-order", choices=VERTEX_ORDERS, default=default,
+def add_vertex_order_option(parser: argparse.ArgumentParser, prefix: str, config: type) -> None:
+    parser.add_argument("--vertex-order", **field_options(config, "vertex_order"),
                         help=f"{prefix}how each shard numbers its own rows: rcm (reverse Cuthill-McKee of the "
                              "shard's block, for memory locality in the SpMM) or natural (by vertex id) "
                              "(default: rcm)")

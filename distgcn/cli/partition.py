@@ -9,7 +9,9 @@ from pathlib import Path
 from distgcn.cli.options import (
     add_graph_options,
     add_vertex_order_option,
+    default_of,
     field_flags,
+    field_options,
     non_negative_float,
     positive_int,
     seed_int,
@@ -20,9 +22,11 @@ from distgcn.cli.sampler_options import (
     add_shp_options,
     sampler_spec,
 )
-from distgcn.config import DEFAULT_PARTITION_MODEL, PARTITION_MODELS
-
-PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
+from distgcn.config import (
+    DEFAULT_PARTITION_MODEL,
+    PartitionConfig,
+    PartitionerConfig,
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,7 +35,6 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         AUTO_VCYCLES_MAX_PINS,
     )
     from distgcn.partitioning.models import KAMINPAR_MIN_NNZ
-    from distgcn.partitioning.weights import VERTEX_WEIGHTS
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
                                description="Partition GRAPH into P parts; write meta.json, parts.npy and "
@@ -39,11 +42,11 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                            "and each rank cuts and writes its own shard (docs/scale.md).")
     part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
     part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
-    part.add_argument("--model", default=DEFAULT_PARTITION_MODEL, choices=PARTITION_MODELS,
+    part.add_argument("--model", **field_options(PartitionerConfig, "model"),
                       help=f"partition model (default: {DEFAULT_PARTITION_MODEL}, whose cut is the exact "
                            "communication volume)")
     part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
-    part.add_argument("--partitioner", choices=PARTITIONERS,
+    part.add_argument("--partitioner", **field_options(PartitionerConfig, "partitioner"),
                       help="tool for the model (hypergraph, stochastic: mtkahypar by default, or kahypar; graph: "
                            f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named)")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
@@ -55,18 +58,19 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     part.add_argument("--threads", type=threads_int, metavar="T",
                       help="threads of mtkahypar and kaminpar (default: all cores; metis and kahypar use one). "
                            "kaminpar gives the same parts for the same seed on one thread only")
-    part.add_argument("--epsilon", type=non_negative_float, default=0.03, help="allowed imbalance (default: 0.03)")
-    part.add_argument("--seed", type=seed_int, default=0,
+    part.add_argument("--epsilon", type=non_negative_float, **field_options(PartitionerConfig, "epsilon"),
+                      help=f"allowed imbalance (default: {default_of(PartitionerConfig, 'epsilon')})")
+    part.add_argument("--seed", type=seed_int, **field_options(PartitionerConfig, "seed"),
                       help="seed of the partitioner and of random features, 0..2147483647 (default: 0)")
-    add_graph_options(part)
+    add_graph_options(part, PartitionConfig)
     add_sampler_options(part)
     add_shp_options(part)
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
-    add_vertex_order_option(part, "", "rcm")
-    part.add_argument("--vertex-weight", choices=VERTEX_WEIGHTS, default="nonzeros",
+    add_vertex_order_option(part, "", PartitionConfig)
+    part.add_argument("--vertex-weight", **field_options(PartitionerConfig, "vertex_weight"),
                       help="what the graph, hypergraph and stochastic models balance: each row's nonzeros (the "
                            "SpMM's work, as the paper) or work (nonzeros plus the mean row's nonzeros, which also "
                            "counts per-row dense work; better on skewed graphs) (default: nonzeros)")
@@ -74,42 +78,39 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return part
 
 
+def partition_config(args: argparse.Namespace) -> PartitionConfig:
+    """The command's configuration (checked) from partition's arguments, whose dests are its fields' names."""
+    return PartitionConfig.from_settings(vars(args), sampler_spec(args))
+
+
 def run(args: argparse.Namespace) -> int:
     """One process partitions and writes every shard; under mpiexec with P > 1 ranks, each rank writes its own."""
     import os
 
     from distgcn.comm.launch import detect
-    from distgcn.data.prepare import GraphOptions
     from distgcn.errors import InputError
+    from distgcn.shard.write import graph_options
 
-    options = GraphOptions(spec=args.graph, symmetrize=args.symmetrize, features=args.features,
-                           classes=args.classes, seed=args.seed, feature_norm=args.feature_norm)
+    config = partition_config(args)
+    options = graph_options(config)
     launch = detect(os.environ)
     if launch.world_size > 1 and launch.launcher != "mpi":
         raise InputError(f"distgcn partition was started as {launch.world_size} {launch.launcher} tasks: run one "
                          "process, or one MPI rank per part (mpiexec -n P, srun --mpi=pmi2) to have each rank "
                          "write its own shard")
     if launch.world_size > 1:
-        return _run_on_ranks(args, options)
+        return _run_on_ranks(args, config, options)
     from distgcn.io.safe_io import claimed
     from distgcn.shard.write import write_partition
 
     with claimed([(Path(args.out), "partition directory")]):
-        write_partition(options, args.out, args.parts, args.model, force=args.force, quiet=args.quiet,
-                        verbose=args.verbose, vertex_order=args.vertex_order, **_partitioning(args))
+        write_partition(options, config.out, config.parts, config.partitioning, force=config.force,
+                        quiet=config.quiet, verbose=config.verbose, vertex_order=config.vertex_order)
     _print_stats(args)
     return 0
 
 
-def _partitioning(args: argparse.Namespace) -> dict:
-    """The partitioner's settings (the keyword arguments of distgcn.shard.write.partition_graph)."""
-    return {"epsilon": args.epsilon, "seed": args.seed, "partitioner": args.partitioner, "preset": args.preset,
-            "parts_file": args.parts_file, "sampler": sampler_spec(args),
-            "shp": {"shp_epsilon": args.shp_epsilon, "shp_delta": args.shp_delta, "shp_samples": args.shp_samples},
-            "vertex_weight": args.vertex_weight, "threads": args.threads}
-
-
-def _run_on_ranks(args: argparse.Namespace, options) -> int:
+def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) -> int:
     """Every MPI rank cuts and writes its own shard (distgcn/shard/rank_shards.py); all exit with one status."""
     import sys
 
@@ -130,9 +131,9 @@ def _run_on_ranks(args: argparse.Namespace, options) -> int:
         with ExitStack() as held:
             agree(group, lambda: held.enter_context(claimed([(Path(args.out), "partition directory")]))
                   if group.rank == 0 else None)
-            write_partition_on_ranks(group, options, args.out, args.parts, args.model, force=args.force,
-                                     quiet=args.quiet, verbose=args.verbose, vertex_order=args.vertex_order,
-                                     **_partitioning(args))
+            write_partition_on_ranks(group, options, config.out, config.parts, config.partitioning,
+                                     force=config.force, quiet=config.quiet, verbose=config.verbose,
+                                     vertex_order=config.vertex_order)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)

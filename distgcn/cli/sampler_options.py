@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 
 from distgcn.cli.options import checked_type, positive_int
-from distgcn.config import SamplerSpec
-from distgcn.errors import InputError
-from distgcn.sampling.reference.samplers import SAMPLER_OPTIONS, SAMPLERS
+from distgcn.config import PartitionerConfig, SamplerSpec
+from distgcn.sampling.reference.samplers import (
+    SAMPLER_OPTIONS,
+    SAMPLERS,
+    FrontierSampler,
+)
 
-__all__ = ["add_sampler_options", "sampler_spec", "add_shp_options", "OPTION_FLAGS"]
-
-OPTION_FLAGS = {"walk_length": "--walk-length", "frontier_size": "--frontier-size", "pop": "--frontier-pop"}
-"""Sampler option (a key of SAMPLER_OPTIONS) -> its command-line flag."""
+__all__ = ["add_sampler_options", "sampler_spec", "add_shp_options"]
 
 _positive_float = checked_type(float, lambda v: v > 0 and v != float("inf"), "a positive number")
 _open_probability = checked_type(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
@@ -34,25 +34,16 @@ def add_sampler_options(parser: argparse.ArgumentParser) -> None:
                        help=f"rw: steps per walk (default: {SAMPLER_OPTIONS['rw']['walk_length']})")
     group.add_argument("--frontier-size", type=positive_int, metavar="M",
                        help="frontier: number of walkers (default: min(1000, N/2))")
-    group.add_argument("--frontier-pop", dest="pop", choices=["tree", "dashboard", "naive"],
+    group.add_argument("--frontier-pop", dest="pop", choices=list(FrontierSampler.WALKS),
                        help=f"frontier: how a walker is popped (default: {SAMPLER_OPTIONS['frontier']['pop']})")
 
 
 def sampler_spec(args: argparse.Namespace) -> SamplerSpec | None:
-    """The sampler the options ask for, None when there is no --sampler; inconsistent flags are InputErrors."""
-    given = {opt: getattr(args, opt) for opt in OPTION_FLAGS if getattr(args, opt, None) is not None}
-    if args.sampler is None:
-        stray = (["--batch-size"] if args.batch_size is not None else []) + [OPTION_FLAGS[o] for o in given]
-        if stray:
-            raise InputError(f"{stray[0]} needs --sampler")
-        return None
-    if args.batch_size is None:
-        raise InputError(f"--sampler {args.sampler} needs --batch-size")
-    for opt in given:
-        if opt not in SAMPLER_OPTIONS[args.sampler]:
-            owner = next(name for name, opts in SAMPLER_OPTIONS.items() if opt in opts)
-            raise InputError(f"{OPTION_FLAGS[opt]} applies to the {owner} sampler, not {args.sampler}")
-    return SamplerSpec(args.sampler, args.batch_size, given)
+    """The sampler the options ask for, None when there is no --sampler; inconsistent flags are ConfigErrors
+    (distgcn.config.sampler_spec), worded with the flags."""
+    from distgcn.training.settings import sampler_of
+
+    return sampler_of(PartitionerConfig.SECTION, vars(args))
 
 
 def add_shp_options(parser: argparse.ArgumentParser) -> None:

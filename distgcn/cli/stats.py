@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from distgcn.cli.options import field_flags, positive_int, probability, widths
-from distgcn.config import CONVS, DTYPES, OPTIMIZERS
+from distgcn.cli.options import (
+    field_flags,
+    field_options,
+    positive_int,
+    probability,
+    widths,
+)
+from distgcn.config import ModelConfig
 from distgcn.memory.from_sizes import parse_spec
 
 
@@ -22,20 +28,23 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "(an upper bound: docs/scale.md)")
     stats.add_argument("--json", action="store_true",
                        help="one JSON object instead of a table (several DIRs: a list of them, in order)")
-    stats.add_argument("--conv", choices=CONVS, default="gcn",
+    stats.add_argument("--conv", **field_options(ModelConfig, "conv"),
                        help="layer type of the model whose peak memory per rank is predicted, as for train "
                             "(default: gcn)")
-    stats.add_argument("--layers", type=positive_int, default=2,
+    stats.add_argument("--layers", type=positive_int, **field_options(ModelConfig, "layers"),
                        help="its layers (default: 2)")
-    stats.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+    stats.add_argument("--hidden", type=widths, **field_options(ModelConfig, "hidden"), metavar="H[,H...]",
                        help="its hidden width(s), as for train (default: 16)")
-    stats.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
-    stats.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
-    stats.add_argument("--dropout", type=probability, default=0.5, help="(default: 0.5)")
-    stats.add_argument("--heads", type=positive_int, default=8, help="--conv gat: heads per hidden layer (default: 8)")
-    stats.add_argument("--output-heads", type=positive_int, default=1,
+    stats.add_argument("--dtype", **field_options(ModelConfig, "dtype"), help="(default: float32)")
+    stats.add_argument("--optimizer", **field_options(ModelConfig, "optimizer"), help="(default: adam)")
+    stats.add_argument("--dropout", type=probability, **field_options(ModelConfig, "dropout"),
+                       help="(default: 0.5)")
+    stats.add_argument("--heads", type=positive_int, **field_options(ModelConfig, "heads"),
+                       help="--conv gat: heads per hidden layer (default: 8)")
+    stats.add_argument("--output-heads", type=positive_int, **field_options(ModelConfig, "output_heads"),
                        help="--conv gat: heads of the last layer (default: 1)")
     stats.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       **field_options(ModelConfig, "root_weight"),
                        help="--conv sage: no W_self term")
     stats.set_defaults(field_name=field_flags(stats))
     return stats
@@ -44,7 +53,6 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """One directory: its full report; several: one comparison table (or JSON list), all verified first."""
     from distgcn.cli.stats_tables import print_comparison, print_prediction, print_stats
-    from distgcn.config import ModelConfig
     from distgcn.errors import InputError
 
     options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout, conv=args.conv,

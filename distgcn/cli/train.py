@@ -14,6 +14,7 @@ from distgcn.cli.options import (
     add_vertex_order_option,
     epochs_int,
     field_flags,
+    field_options,
     non_negative_float,
     positive_int,
     probability,
@@ -21,18 +22,9 @@ from distgcn.cli.options import (
     threads_int,
     widths,
 )
-from distgcn.cli.sampler_options import add_sampler_options, sampler_spec
+from distgcn.cli.sampler_options import add_sampler_options
 from distgcn.config import (
-    BACKENDS,
-    COMMS,
-    CONVS,
     DEFAULT_PARTITION_MODEL,
-    DTYPES,
-    FIRST_LAYERS,
-    HALO_DTYPES,
-    KERNELS,
-    OPTIMIZERS,
-    TRAIN_PARTITIONS,
     ComputeConfig,
     MinibatchConfig,
     OutputConfig,
@@ -41,7 +33,6 @@ from distgcn.config import (
     SourceConfig,
     TrainConfig,
 )
-from distgcn.errors import InputError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,104 +42,104 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="a partition directory written by 'distgcn partition' (each rank reads its shard)")
     train.add_argument("--graph", metavar="GRAPH",
                        help="a graph file or directory, or synthetic:... ; partitioned on rank 0")
-    train.add_argument("--partition", default=DEFAULT_PARTITION_MODEL, choices=TRAIN_PARTITIONS,
+    train.add_argument("--partition", **field_options(SourceConfig, "partition"),
                        help="how rank 0 partitions --graph; hypergraph uses Mt-KaHyPar's deterministic preset, so "
                             f"that a resumed run gets the same partition (default: {DEFAULT_PARTITION_MODEL})")
-    add_vertex_order_option(train, "with --graph: ", None)
-    add_graph_options(train)
-    train.add_argument("--conv", choices=CONVS, default="gcn",
+    add_vertex_order_option(train, "with --graph: ", SourceConfig)
+    add_graph_options(train, SourceConfig)
+    train.add_argument("--conv", **field_options(TrainConfig, "conv"),
                        help="layer type: gcn, sage (GraphSAGE, mean aggregator) or gat (graph attention); all "
                             "aggregate over Â's pattern on the same halo plan (docs/models.md; default: gcn)")
-    train.add_argument("--layers", type=int, default=2, help="number of layers, >= 2 (default: 2)")
-    train.add_argument("--hidden", type=widths, default=(16,), metavar="H[,H...]",
+    train.add_argument("--layers", type=int, **field_options(TrainConfig, "layers"),
+                       help="number of layers, >= 2 (default: 2)")
+    train.add_argument("--hidden", type=widths, **field_options(TrainConfig, "hidden"), metavar="H[,H...]",
                        help="hidden width, or one width per hidden layer; with --conv gat, per head "
                             "(default: 16)")
-    train.add_argument("--heads", type=positive_int, default=8,
+    train.add_argument("--heads", type=positive_int, **field_options(TrainConfig, "heads"),
                        help="--conv gat: attention heads of each hidden layer, concatenated (default: 8)")
-    train.add_argument("--output-heads", type=positive_int, default=1,
+    train.add_argument("--output-heads", type=positive_int, **field_options(TrainConfig, "output_heads"),
                        help="--conv gat: attention heads of the last layer, averaged (default: 1)")
-    train.add_argument("--attention-dropout", type=probability,
+    train.add_argument("--attention-dropout", type=probability, **field_options(TrainConfig, "attention_dropout"),
                        help="--conv gat: dropout of the attention coefficients (default: --dropout)")
     train.add_argument("--no-root-weight", dest="root_weight", action="store_false",
+                       **field_options(TrainConfig, "root_weight"),
                        help="--conv sage: no W_self term, a vertex's own row enters only if it is its own "
                             "neighbour (default: W_self·h_v + W_neigh·mean)")
-    train.add_argument("--epochs", type=epochs_int, default=200, help="epochs, at most 99999999 (default: 200)")
-    train.add_argument("--lr", type=non_negative_float, default=0.01, help="learning rate (default: 0.01)")
-    train.add_argument("--dropout", type=probability, default=0.5, help="dropout probability (default: 0.5)")
-    train.add_argument("--weight-decay", type=non_negative_float, default=5e-4,
+    train.add_argument("--epochs", type=epochs_int, **field_options(TrainConfig, "epochs"),
+                       help="epochs, at most 99999999 (default: 200)")
+    train.add_argument("--lr", type=non_negative_float, **field_options(TrainConfig, "lr"),
+                       help="learning rate (default: 0.01)")
+    train.add_argument("--dropout", type=probability, **field_options(TrainConfig, "dropout"),
+                       help="dropout probability (default: 0.5)")
+    train.add_argument("--weight-decay", type=non_negative_float, **field_options(TrainConfig, "weight_decay"),
                        help="L2 weight decay (default: 5e-4)")
-    train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="(default: adam)")
-    train.add_argument("--seed", type=seed_int, default=0,
+    train.add_argument("--optimizer", **field_options(TrainConfig, "optimizer"), help="(default: adam)")
+    train.add_argument("--seed", type=seed_int, **field_options(TrainConfig, "seed"),
                        help="seed of the weights, dropout, random partition and random features, 0..2147483647 "
                             "(default: 0)")
-    train.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
-    train.add_argument("--first-layer", choices=FIRST_LAYERS, default="exact",
+    train.add_argument("--dtype", **field_options(TrainConfig, "dtype"), help="(default: float32)")
+    train.add_argument("--first-layer", **field_options(TrainConfig, "first_layer"),
                        help="cached: compute Â·X once at setup, so the first layer needs no exchange per epoch; "
                             "dropout then applies after the aggregation (a different model; default: exact)")
-    train.add_argument("--comm", choices=COMMS, default="halo",
+    train.add_argument("--comm", **field_options(TrainConfig, "comm"),
                        help="broadcast: every rank sends its whole block of H at every SpMM, the CAGNET-style "
                             "1D algorithm, for comparison (default: halo, only the rows Â needs)")
-    train.add_argument("--halo-dtype", choices=HALO_DTYPES,
+    train.add_argument("--halo-dtype", **field_options(TrainConfig, "halo_dtype"),
                        help="send halo rows (forward) and halo partial products (backward) in this dtype, "
                             "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
                             "rounding of what crosses ranks (default: --dtype, no conversion)")
-    train.add_argument("--threads", type=threads_int,
+    train.add_argument("--threads", type=threads_int, **field_options(ComputeConfig, "threads"),
                        help="compute threads per rank (torch, BLAS and our numba kernels); default: "
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
-    train.add_argument("--spmm-kernel", choices=KERNELS, default="auto",
+    train.add_argument("--spmm-kernel", **field_options(ComputeConfig, "spmm_kernel"),
                        help="local sparse product: auto = numba on the CPU (our loop on --threads threads; "
                             "torch's CSR product on int32 indices below 8 columns), torch CSR on a GPU "
                             "(default: auto; measured in docs/performance.md)")
-    train.add_argument("--backend", choices=BACKENDS,
+    train.add_argument("--backend", **field_options(ComputeConfig, "backend"),
                        help="transport: mpi (mpi4py), gloo (torch.distributed on CPUs) or nccl (one GPU per rank); "
                             "default: nccl when a GPU is visible and no MPI launcher started the job, else mpi "
                             "(docs/gpu.md)")
-    train.add_argument("--metrics", metavar="FILE", help="write one JSON object per epoch to FILE (rank 0)")
-    train.add_argument("--save-weights", metavar="FILE", help="write the final weights to FILE (.npz, rank 0)")
-    train.add_argument("--checkpoint-dir", metavar="D",
+    train.add_argument("--metrics", **field_options(OutputConfig, "metrics"), metavar="FILE",
+                       help="write one JSON object per epoch to FILE (rank 0)")
+    train.add_argument("--save-weights", **field_options(OutputConfig, "save_weights"), metavar="FILE",
+                       help="write the final weights to FILE (.npz, rank 0)")
+    train.add_argument("--checkpoint-dir", **field_options(OutputConfig, "checkpoint_dir"), metavar="D",
                        help="directory for checkpoints (created; must be visible to every rank)")
-    train.add_argument("--checkpoint-every", type=positive_int, metavar="K",
+    train.add_argument("--checkpoint-every", type=positive_int, **field_options(OutputConfig, "checkpoint_every"),
+                       metavar="K",
                        help="write a checkpoint every K epochs and after the last one")
-    train.add_argument("--checkpoint-keep", type=positive_int, default=3, metavar="N",
+    train.add_argument("--checkpoint-keep", type=positive_int, **field_options(OutputConfig, "checkpoint_keep"),
+                       metavar="N",
                        help="keep the newest N checkpoints (default: 3)")
-    train.add_argument("--resume", action="store_true",
+    train.add_argument("--resume", action="store_true", **field_options(OutputConfig, "resume"),
                        help="continue from the newest sound checkpoint in --checkpoint-dir (start afresh if "
                             "there is none, so a requeued job can always pass it)")
-    train.add_argument("--restart-metrics", action="store_true",
+    train.add_argument("--restart-metrics", action="store_true", **field_options(OutputConfig, "restart_metrics"),
                        help="with --resume: start a new --metrics file after the checkpoint's epoch instead of "
                             "continuing the old one, which is refused when it is another run's or lacks epochs")
     add_sampler_options(train)
-    train.add_argument("--batches-per-epoch", type=positive_int, metavar="K",
+    train.add_argument("--batches-per-epoch", type=positive_int, **field_options(MinibatchConfig, "batches_per_epoch"),
+                       metavar="K",
                        help="with --sampler: optimizer steps (minibatches) per epoch (default: ceil(n / N))")
-    train.add_argument("--norm-samples", type=int, default=50, metavar="B",
+    train.add_argument("--norm-samples", type=int, **field_options(MinibatchConfig, "norm_samples"), metavar="B",
                        help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
                             "(default: 50)")
-    train.add_argument("--quiet", action="store_true", help="no per-epoch lines or progress; only the summary")
-    train.add_argument("--verbose", action="store_true",
+    train.add_argument("--quiet", action="store_true", **field_options(ProgressConfig, "quiet"),
+                       help="no per-epoch lines or progress; only the summary")
+    train.add_argument("--verbose", action="store_true", **field_options(ProgressConfig, "verbose"),
                        help="also each epoch's time split and traffic, and the run's settings")
     train.set_defaults(field_name=field_flags(train))
     return train
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
-    """The run's configuration (checked) from train's arguments; refused before any transport starts."""
-    minibatch = _minibatch(args)
-    source = SourceConfig(partition_dir=args.partition_dir, graph=args.graph, partition=args.partition,
-                          vertex_order=args.vertex_order, symmetrize=args.symmetrize, features=args.features,
-                          classes=args.classes, feature_norm=args.feature_norm)
-    source.require_one()
-    outputs = OutputConfig(metrics=args.metrics, save_weights=args.save_weights, checkpoint_dir=args.checkpoint_dir,
-                           checkpoint_every=args.checkpoint_every, checkpoint_keep=args.checkpoint_keep,
-                           resume=args.resume, restart_metrics=args.restart_metrics)
-    train = TrainConfig(layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
-                        dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
-                        seed=args.seed, dtype=args.dtype, first_layer=args.first_layer, comm=args.comm,
-                        halo_dtype=args.halo_dtype, conv=args.conv, heads=args.heads,
-                        output_heads=args.output_heads, attention_dropout=args.attention_dropout,
-                        root_weight=args.root_weight)
-    return RunConfig(source=source, train=train, minibatch=minibatch,
-                     compute=ComputeConfig(threads=args.threads, spmm_kernel=args.spmm_kernel, backend=args.backend),
-                     outputs=outputs, progress=ProgressConfig(quiet=args.quiet, verbose=args.verbose))
+    """The run's configuration (checked) from train's arguments, whose dests are its fields' names; refused before
+    any transport starts."""
+    from distgcn.training.settings import run_config as from_settings
+
+    config = from_settings(vars(args))
+    config.source.require_one()
+    return config
 
 
 def _announce(args: argparse.Namespace) -> None:
@@ -165,18 +156,6 @@ def _announce(args: argparse.Namespace) -> None:
     if launch.launcher != "none":
         Progress.for_rank(launch.rank, quiet=args.quiet, verbose=args.verbose).info(
             f"starting {launch.world_size} rank(s) ({launch.launcher}): loading torch, then the transport")
-
-
-def _minibatch(args: argparse.Namespace) -> MinibatchConfig | None:
-    """The minibatch settings, None for full-batch training (no --sampler)."""
-    spec = sampler_spec(args)
-    if spec is None:
-        if args.batches_per_epoch is not None:
-            raise InputError("--batches-per-epoch needs --sampler")
-        return None
-    from distgcn.training.pipeline import minibatch_config
-
-    return minibatch_config(spec.name, spec.batch_size, spec.options, args.batches_per_epoch, args.norm_samples)
 
 
 def run(args: argparse.Namespace) -> int:

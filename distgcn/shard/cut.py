@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from distgcn.config import VERTEX_ORDERS
+from distgcn.config import VERTEX_ORDER, VERTEX_ORDERS
 from distgcn.data.graph import Graph
 from distgcn.partitioning.metrics import comm_pairs
 from distgcn.shard.directory import graph_fields
@@ -175,7 +175,7 @@ def assemble_shard(rank: int, identity: ShardIdentity, owned: np.ndarray, rows: 
 
 
 def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
-                vertex_order: str = "rcm", *, graph_fingerprint: str | None = None) -> Iterator[Shard]:
+                vertex_order: str = VERTEX_ORDER, *, graph_fingerprint: str | None = None) -> Iterator[Shard]:
     """Yield the shard of each rank in rank order (:func:`cut_shards` of the graph's :class:`GraphData`).
 
     ``graph_fingerprint``: ``graph.fingerprint()`` if the caller has it (hashing a 10^8-nonzero graph takes seconds).
@@ -184,7 +184,7 @@ def iter_shards(graph: Graph, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: i
 
 
 def cut_shards(data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, nparts: int, pid: str,
-               vertex_order: str = "rcm") -> Iterator[Shard]:
+               vertex_order: str = VERTEX_ORDER) -> Iterator[Shard]:
     """Yield the shard of each rank in rank order.
 
     One pass over the nonzeros finds every (receiver, needed row) pair (the

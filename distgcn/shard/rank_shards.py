@@ -42,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distgcn.comm.collective import Group, agree, agree_on_failure
+from distgcn.config import VERTEX_ORDER, PartitionerConfig
 from distgcn.data.adjacency import sorted_unique
 from distgcn.data.prepare import GraphOptions
 from distgcn.errors import InputError
@@ -74,7 +75,7 @@ from distgcn.shard.directory import (
     writing_partition,
 )
 from distgcn.shard.rank_shard import Shard
-from distgcn.shard.write import load_and_partition, metrics_line
+from distgcn.shard.write import load_and_partition, metrics_line, partitioner_config
 
 SCRATCH = "graph-for-ranks"
 """The folder of the staging directory that holds the graph while the ranks cut their shards."""
@@ -250,30 +251,31 @@ def merged_metrics(counts: list[RankCounts], n: int) -> dict:
 
 # ---- the job ---------------------------------------------------------------------------------------------------
 
-def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Path, nparts: int, model: str, *,
-                             force: bool = False, quiet: bool = False, verbose: bool = False,
-                             vertex_order: str = "rcm", **partitioning) -> dict | None:
+def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Path, nparts: int,
+                             partitioning: PartitionerConfig | str, *, force: bool = False, quiet: bool = False,
+                             verbose: bool = False, vertex_order: str = VERTEX_ORDER) -> dict | None:
     """Partition on rank 0, cut, measure and write each shard on its own rank; meta.json's contents on rank 0,
     else None.
 
-    Collective over ``group``, whose size must be ``nparts``. ``partitioning``: the keyword arguments of
-    :func:`distgcn.shard.write.load_and_partition` (epsilon, seed, partitioner, ...).
+    Collective over ``group``, whose size must be ``nparts``. ``partitioning``: how rank 0 computes the parts
+    (as :func:`distgcn.shard.write.write_partition` takes it).
     """
+    partitioning = partitioner_config(partitioning)
     root = group.rank == 0
     progress = Progress.for_rank(group.rank, quiet=quiet, verbose=verbose)
-    inputs = input_paths(options.spec, partitioning.get("parts_file"))
+    inputs = input_paths(options.spec, partitioning.parts_file)
 
     def check() -> Path:
         if group.size != nparts:
             raise InputError(f"--parts {nparts} but the job has {group.size} MPI ranks: rank-written shards need "
                              f"one rank per part (mpiexec -n {nparts} distgcn partition ...), or run one process")
-        check_partitioner(model, partitioning.get("partitioner"), partitioning.get("preset"))  # before the load
+        check_partitioner(partitioning.model, partitioning.partitioner, partitioning.preset)  # before the load
         return check_output(out, force, inputs)
 
     out = agree(group, check)
 
     def prepare() -> tuple[RankJob, dict] | None:
-        return _prepare_on_root(options, out, nparts, model, progress, vertex_order, partitioning) if root else None
+        return _prepare_on_root(options, out, nparts, partitioning, progress, vertex_order) if root else None
 
     prepared = agree_on_failure(group, prepare)
     job: RankJob = group.allgather_object(prepared[0] if root else None)[0]
@@ -300,13 +302,13 @@ def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Pat
     return meta
 
 
-def _prepare_on_root(options: GraphOptions, out: Path, nparts: int, model: str, progress: Progress,
-                     vertex_order: str, partitioning: dict) -> tuple[RankJob, dict]:
+def _prepare_on_root(options: GraphOptions, out: Path, nparts: int, partitioning: PartitionerConfig,
+                     progress: Progress, vertex_order: str) -> tuple[RankJob, dict]:
     """Partition; write parts.npy and the graph for the ranks into a new staging directory.
 
     Returns the ranks' job and what meta.json needs of the graph; the graph is dropped when this returns.
     """
-    data, a_hat, parts, info = load_and_partition(options, nparts, model, progress, **partitioning)
+    data, a_hat, parts, info = load_and_partition(options, nparts, partitioning, progress)
     identity = ShardIdentity(nparts, a_hat.shape[0], data.num_classes,
                              partition_id(data.fingerprint, parts, nparts), data.fingerprint)
     with staging_directory(out) as staging, progress.phase("writing the graph for the ranks") as phase:

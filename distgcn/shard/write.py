@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import SamplerSpec
+from distgcn.config import VERTEX_ORDER, PartitionConfig, PartitionerConfig
 from distgcn.data.prepare import GraphOptions, prepare_graph
 from distgcn.partitioning.metrics import partition_metrics
 from distgcn.partitioning.models import (
     GIL_HOLDING_MODELS,
     check_partitioner,
-    compute_parts,
+    run_model,
 )
 from distgcn.partitioning.stochastic import sampling_report
 from distgcn.runtime.progress import NORMAL, QUIET, VERBOSE, Progress
@@ -51,62 +51,59 @@ class Partitioned:
     """The exact communication metrics (:func:`distgcn.partitioning.metrics.partition_metrics`)."""
 
 
-def write_partition(options: GraphOptions, out: str | Path, nparts: int, model: str, *, epsilon: float = 0.03,
-                    seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-                    parts_file: str | None = None, force: bool = False, quiet: bool = False,
-                    verbose: bool = False, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_order: str = "rcm", vertex_weight: str = "nonzeros", threads: int | None = None) -> dict:
+def graph_options(config: PartitionConfig) -> GraphOptions:
+    """How ``distgcn partition`` reads its graph (the partitioner's seed also seeds random features)."""
+    return GraphOptions(spec=config.graph, symmetrize=config.symmetrize, features=config.features,
+                        classes=config.classes, seed=config.partitioning.seed, feature_norm=config.feature_norm)
+
+
+def partitioner_config(partitioning: PartitionerConfig | str) -> PartitionerConfig:
+    """``partitioning`` itself, or a model's name with every other setting at its default."""
+    return PartitionerConfig(model=partitioning) if isinstance(partitioning, str) else partitioning
+
+
+def write_partition(options: GraphOptions, out: str | Path, nparts: int, partitioning: PartitionerConfig | str, *,
+                    force: bool = False, quiet: bool = False, verbose: bool = False,
+                    vertex_order: str = VERTEX_ORDER) -> dict:
     """Load, partition, measure and shard a graph; return the metadata written to meta.json.
 
+    ``partitioning`` says how the parts are computed (:func:`distgcn.partitioning.models.run_model`).
     Progress goes to stderr (see :mod:`distgcn.runtime.progress`): none with ``quiet``, details with ``verbose``.
-    ``sampler`` and ``shp`` configure the stochastic model (see :func:`distgcn.partitioning.models.compute_parts`);
-    ``vertex_order`` numbers each shard's rows (:data:`distgcn.config.VERTEX_ORDERS`);
-    ``vertex_weight`` is what the partition balances (:func:`distgcn.partitioning.weights.vertex_weights`);
-    ``threads`` are Mt-KaHyPar's and KaMinPar's (default: all cores).
+    ``vertex_order`` numbers each shard's rows (:data:`distgcn.config.VERTEX_ORDERS`).
     """
-    check_partitioner(model, partitioner, preset)  # before the load, which may take minutes
-    inputs = input_paths(options.spec, parts_file)
+    partitioning = partitioner_config(partitioning)
+    check_partitioner(partitioning.model, partitioning.partitioner, partitioning.preset)  # before the long load
+    inputs = input_paths(options.spec, partitioning.parts_file)
     out = check_output(out, force, inputs)  # fail before the long work, not after
     progress = Progress(QUIET if quiet else VERBOSE if verbose else NORMAL)
-    done = partition_graph(options, nparts, model, progress, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                           preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                           vertex_weight=vertex_weight, threads=threads)
+    done = partition_graph(options, nparts, partitioning, progress)
     return save_partition(out, done.data, done.a_hat, done.parts, done.info, done.metrics, graph_source(options),
                           progress, vertex_order, force=force, inputs=inputs)
 
 
-def partition_graph(options: GraphOptions, nparts: int, model: str, progress: Progress, *, epsilon: float = 0.03,
-                    seed: int = 0, partitioner: str | None = None, preset: str | None = None,
-                    parts_file: str | None = None, sampler: SamplerSpec | None = None, shp: dict | None = None,
-                    vertex_weight: str = "nonzeros", threads: int | None = None) -> Partitioned:
+def partition_graph(options: GraphOptions, nparts: int, partitioning: PartitionerConfig,
+                    progress: Progress) -> Partitioned:
     """Load and prepare a graph, compute its part vector and measure its communication (arguments as
     :func:`write_partition`'s)."""
-    data, a_hat, parts, info = load_and_partition(options, nparts, model, progress, epsilon=epsilon, seed=seed,
-                                                  partitioner=partitioner, preset=preset, parts_file=parts_file,
-                                                  sampler=sampler, shp=shp, vertex_weight=vertex_weight,
-                                                  threads=threads)
+    data, a_hat, parts, info = load_and_partition(options, nparts, partitioning, progress)
     with progress.phase("measuring communication") as phase:
         metrics = partition_metrics(a_hat, parts, nparts)
         phase.finish(metrics_line(metrics))
     return Partitioned(data, a_hat, parts, info, metrics)
 
 
-def load_and_partition(options: GraphOptions, nparts: int, model: str, progress: Progress, *,
-                       epsilon: float = 0.03, seed: int = 0, partitioner: str | None = None,
-                       preset: str | None = None, parts_file: str | None = None, sampler: SamplerSpec | None = None,
-                       shp: dict | None = None, vertex_weight: str = "nonzeros",
-                       threads: int | None = None) -> tuple[GraphData, sp.csr_matrix, np.ndarray, dict]:
+def load_and_partition(options: GraphOptions, nparts: int, partitioning: PartitionerConfig,
+                       progress: Progress) -> tuple[GraphData, sp.csr_matrix, np.ndarray, dict]:
     """The graph (without its adjacency), Â, the part vector and what the partitioning model reported (not yet
     measured)."""
     data, a_hat = load(options, progress)
     spill = Spill(data, a_hat)  # the features and Â leave memory while the partitioner holds its own graph
+    model = partitioning.model
     with progress.phase(f"partitioning ({model}, P={nparts})") as phase:
         if model == "hypergraph":
             spill.move_vertex_arrays()
         with phase.outside_the_gil() if model in GIL_HOLDING_MODELS else nullcontext():
-            parts, info = compute_parts(model, a_hat, nparts, epsilon=epsilon, seed=seed, partitioner=partitioner,
-                                        preset=preset, parts_file=parts_file, sampler=sampler, shp=shp,
-                                        vertex_weight=vertex_weight, threads=threads, while_tool_runs=spill)
+            parts, info = run_model(partitioning, a_hat, nparts, while_tool_runs=spill)
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     spill.report(progress)
     if "shp" in info:
@@ -136,7 +133,7 @@ def metrics_line(metrics: dict) -> str:
 
 
 def save_partition(out: Path, data: GraphData, a_hat: sp.csr_matrix, parts: np.ndarray, info: dict, metrics: dict,
-                   source: dict, progress: Progress, vertex_order: str = "rcm", *, force: bool = False,
+                   source: dict, progress: Progress, vertex_order: str = VERTEX_ORDER, *, force: bool = False,
                    inputs: list[Path] | None = None) -> dict:
     """Cut a graph already partitioned and measured into shards and write its directory; return meta.json's contents.
 

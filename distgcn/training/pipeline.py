@@ -56,7 +56,7 @@ from distgcn.runtime.threads import available_cores
 from distgcn.shard.directory import read_meta
 from distgcn.shard.distribute import load_own_shard
 from distgcn.shard.rank_shard import Shard
-from distgcn.shard.scatter import build_and_scatter
+from distgcn.shard.scatter import build_and_scatter, startup_partitioning
 from distgcn.training import soundness
 from distgcn.training.sampler_choice import sampler_options
 from distgcn.training.trainer import Trainer
@@ -97,8 +97,8 @@ def shards_from(source: SourceConfig, seed: int) -> ShardSource:
                                classes=source.classes, seed=seed, feature_norm=source.feature_norm)
         with progress.phase(f"partitioning on rank 0 ({source.partition}) and sending shards") as phase:
             with phase.outside_the_gil() if source.partition in GIL_HOLDING_MODELS else nullcontext():
-                return build_and_scatter(transport, options, source.partition, seed,
-                                         vertex_order=source.vertex_order or "rcm")
+                return build_and_scatter(transport, options, startup_partitioning(source.partition, seed),
+                                         vertex_order=source.vertex_order)
     return load
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import distgcn_in_process, run_distgcn
 
+from distgcn.config import PartitionerConfig
 from distgcn.data.prepare import GraphOptions
 from distgcn.shard.write import write_partition
 
@@ -48,8 +49,8 @@ def test_training_traffic_equals_prediction(tmp_path, graphs, graph_name, model,
         n = len(np.unique(np.loadtxt(spec, dtype=np.int64)))
         parts_file = tmp_path / "parts.txt"
         parts_file.write_text("\n".join(str(p) for p in np.random.default_rng(2).integers(0, ranks, n)) + "\n")
-    meta = write_partition(options(spec, graph_name == "directed"), tmp_path / "part", ranks, model,
-                           parts_file=str(parts_file) if parts_file else None, quiet=True)
+    meta = write_partition(options(spec, graph_name == "directed"), tmp_path / "part", ranks,
+                           PartitionerConfig(model, parts_file=str(parts_file) if parts_file else None), quiet=True)
     metrics = tmp_path / "m.jsonl"
     proc = distgcn_in_process(["train", str(tmp_path / "part"), "--epochs", "2", "--metrics", str(metrics),
                                "--quiet"], ranks=ranks)
@@ -64,7 +65,7 @@ def test_directory_training_equals_graph_training(tmp_path, graphs):
     """Shards written to disk and shards sent by rank 0 give the same run."""
     spec = graphs["directed"]
     opts = GraphOptions(spec=spec, features=6, classes=3, seed=4)
-    write_partition(opts, tmp_path / "part", 3, "random", seed=4, quiet=True)
+    write_partition(opts, tmp_path / "part", 3, PartitionerConfig("random", seed=4), quiet=True)
     common = ["--epochs", "3", "--dtype", "float64", "--seed", "4", "--quiet"]
     a = run_distgcn(["train", str(tmp_path / "part"), *common, "--metrics", str(tmp_path / "a.jsonl")], ranks=3)
     b = run_distgcn(["train", "--graph", spec, "--features", "6", "--classes", "3", "--partition", "random",

@@ -357,11 +357,12 @@ def _shards_and_a_hat(tmp_path, ranks: int, fn):
 
     from distgcn.comm.transport.inprocess import run_ranks
     from distgcn.data.prepare import GraphOptions, prepare_graph
+    from distgcn.config import PartitionerConfig
     from distgcn.shard.scatter import build_and_scatter
 
     options = GraphOptions(spec=random_edge_file(tmp_path / "g.txt", n=90, m=300, seed=4), features=4, classes=2,
                            seed=1)
-    results = run_ranks(ranks, lambda t: fn(build_and_scatter(t, options, "random", 1), t))
+    results = run_ranks(ranks, lambda t: fn(build_and_scatter(t, options, PartitionerConfig("random", seed=1)), t))
     return results, prepare_graph(options)[1]
 
 

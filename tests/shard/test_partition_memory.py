@@ -34,7 +34,7 @@ def test_adjacency_is_freed_before_partitioning_and_measuring(tmp_path, monkeypa
 
     real_prepare = precompute.prepare_graph
     monkeypatch.setattr(precompute, "prepare_graph", prepare)
-    monkeypatch.setattr(precompute, "compute_parts", watching("partitioning", precompute.compute_parts))
+    monkeypatch.setattr(precompute, "run_model", watching("partitioning", precompute.run_model))
     monkeypatch.setattr(precompute, "partition_metrics", watching("metrics", precompute.partition_metrics))
     meta = precompute.write_partition(GraphOptions("synthetic:sbm,n=300,avg_degree=6"), tmp_path / "p", 3, model,
                                       quiet=True)

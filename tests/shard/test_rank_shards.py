@@ -16,6 +16,7 @@ import pytest
 from conftest import distgcn_in_process, random_edge_file, run_distgcn
 
 from distgcn.comm.transport.inprocess import run_ranks
+from distgcn.config import PartitionerConfig
 from distgcn.data.prepare import GraphOptions
 from distgcn.runtime.faults import FAIL_SHARD_ENV, InjectedFailure, inject_shard_fault
 from distgcn.shard import rank_shards
@@ -55,7 +56,7 @@ def graph_args(spec: str, directed: bool) -> list[str]:
 def test_ranks_write_the_directory_one_process_writes(tmp_path, directed, ranks, model):
     spec = random_edge_file(tmp_path / "g.txt", 150, 700, seed=ranks)
     single = write_partition(GraphOptions(spec, symmetrize=not directed, features=5, classes=3, seed=2),
-                             tmp_path / "single", ranks, model, seed=2, quiet=True)
+                             tmp_path / "single", ranks, PartitionerConfig(model, seed=2), quiet=True)
     proc = run_distgcn(["partition", *graph_args(spec, directed), "--parts", str(ranks), "--model", model,
                         "--out", str(tmp_path / "ranks")], ranks=ranks, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -91,10 +92,12 @@ def test_in_process_ranks_write_the_directory_one_process_writes(tmp_path, verte
     """The same check on in-process ranks: fast, so the vertex orders and P = 4 are covered too."""
     spec = random_edge_file(tmp_path / "g.txt", 200, 900, seed=7)
     options = GraphOptions(spec, features=4, classes=2, seed=3)
-    write_partition(options, tmp_path / "single", 4, "random", seed=3, vertex_order=vertex_order, quiet=True)
+    write_partition(options, tmp_path / "single", 4, PartitionerConfig("random", seed=3), vertex_order=vertex_order,
+                    quiet=True)
 
     def rank_main(group) -> dict | None:
-        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 4, "random", seed=3,
+        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 4,
+                                                    PartitionerConfig("random", seed=3),
                                                     vertex_order=vertex_order, quiet=True)
 
     metas = run_ranks(4, rank_main)
@@ -134,12 +137,14 @@ def test_in_process_ranks_with_an_empty_part(tmp_path):
     parts_file = tmp_path / "parts.txt"
     parts_file.write_text("\n".join(str(p) for p in np.random.default_rng(1).integers(0, 2, n)) + "\n")
     options = GraphOptions(spec, features=3, classes=2, seed=1)
-    meta = write_partition(options, tmp_path / "single", 3, "external", parts_file=str(parts_file), quiet=True)
+    meta = write_partition(options, tmp_path / "single", 3, PartitionerConfig("external", parts_file=str(parts_file)),
+                           quiet=True)
     assert meta["empty_parts"] == [2]
 
     def rank_main(group) -> dict | None:
-        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 3, "external",
-                                                    parts_file=str(parts_file), quiet=True)
+        return rank_shards.write_partition_on_ranks(group, options, tmp_path / "ranks", 3,
+                                                    PartitionerConfig("external", parts_file=str(parts_file)),
+                                                    quiet=True)
 
     run_ranks(3, rank_main)
     assert_same_directory(tmp_path / "single", tmp_path / "ranks")

@@ -19,6 +19,7 @@ import pytest
 
 import distgcn.partitioning.hypergraph as hg
 import distgcn.shard.write as precompute
+from distgcn.config import PartitionerConfig
 from distgcn.data.prepare import GraphOptions
 from distgcn.runtime.progress import VERBOSE, Progress
 from distgcn.shard.cut import GraphData
@@ -90,10 +91,12 @@ def test_the_partition_command_spills_and_its_output_is_unchanged(tmp_path, monk
     options = GraphOptions(GRAPH)
     monkeypatch.setattr(Spill, "__call__", lambda self: contextlib.nullcontext())
     monkeypatch.setattr(Spill, "move_vertex_arrays", lambda self: None)
-    precompute.write_partition(options, tmp_path / "without", 3, "hypergraph", preset="deterministic", quiet=True)
+    precompute.write_partition(options, tmp_path / "without", 3,
+                               PartitionerConfig("hypergraph", preset="deterministic"), quiet=True)
     monkeypatch.undo()
     monkeypatch.setattr(Spill, "__call__", counting)
-    precompute.write_partition(options, tmp_path / "with", 3, "hypergraph", preset="deterministic", quiet=True)
+    precompute.write_partition(options, tmp_path / "with", 3,
+                               PartitionerConfig("hypergraph", preset="deterministic"), quiet=True)
     assert entered == [True]
     shards = sorted(path.name for path in (tmp_path / "with").iterdir() if path.suffix == ".npz")
     assert len(shards) >= 3 and shards == sorted(p.name for p in (tmp_path / "without").iterdir() if p.suffix == ".npz")

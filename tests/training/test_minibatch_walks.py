@@ -31,12 +31,14 @@ KEYS = [(0, 0), (1, 0), (1, 1), (2, 3)]
 
 def sample_walks(transport: Transport, graph: str) -> dict[str, dict]:
     """Sample every key with every walk sampler on this rank; every rank returns the gathered sets."""
+    from distgcn.config import PartitionerConfig
     from distgcn.data.prepare import GraphOptions
     from distgcn.sampling.distributed import batch_key
     from distgcn.shard.scatter import build_and_scatter
     from distgcn.training.sampler_choice import make_distributed_sampler
 
-    shard = build_and_scatter(transport, GraphOptions(spec=graph, features=8, classes=3, seed=SEED), "random", SEED)
+    shard = build_and_scatter(transport, GraphOptions(spec=graph, features=8, classes=3, seed=SEED),
+                              PartitionerConfig("random", seed=SEED))
     result: dict[str, dict] = {}
     for name, options in SAMPLERS.items():
         sampler = make_distributed_sampler(name, shard, transport, BATCH, options)
