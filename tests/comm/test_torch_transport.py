@@ -136,7 +136,7 @@ def test_nccl_without_a_gpu_is_a_clear_error() -> None:
 
 # ---- gloo on CPUs: equivalence, under mpiexec and torchrun ------------------------------------
 
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("ranks", [2, 4])  # three ranks: under torchrun below
 def test_gloo_under_mpiexec_equals_single_process(tmp_path, directed_graph, ranks):
     proc = run_distgcn(train_args(directed_graph, tmp_path, "random", "gloo"), ranks=ranks)
     assert proc.returncode == 0, proc.stderr

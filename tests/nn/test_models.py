@@ -175,12 +175,13 @@ def test_edge_weighted_sum_gradients_match_finite_differences(monkeypatch, chunk
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ranks", [1, 4])
-def test_gat_cora_accuracy_reaches_81_percent(tmp_path, ranks):
-    """Veličković et al.'s Cora setting (published 83.0% with early stopping); 300 epochs, mean of 5 seeds >= 81%."""
+def test_gat_cora_accuracy_reaches_81_percent(tmp_path):
+    """Veličković et al.'s Cora setting (published 83.0% with early stopping); 300 epochs, mean of 5 seeds >= 81%.
+
+    One rank: more ranks train the same model up to float rounding, epoch by epoch (the exactness tests above)."""
     settings = ["--partition", "random", "--conv", "gat", "--hidden", "8", "--heads", "8", "--dropout", "0.6",
                 "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "300"]
-    accuracies = cora_accuracies(tmp_path, settings, lambda args: distgcn_in_process(args, ranks=ranks))
+    accuracies = cora_accuracies(tmp_path, settings, lambda args: distgcn_in_process(args, ranks=1))
     assert np.mean(accuracies) >= 0.81, accuracies
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from conftest import ROOT, run_distgcn, run_mpi_script
+from conftest import ROOT, distgcn_in_process, run_distgcn, run_mpi_script
 
 from distgcn.cli.main import build_parser
 from distgcn.comm.transport.inprocess import run_ranks
@@ -92,9 +92,11 @@ def check_rounded_product(result: dict, ranks: int, directed: bool, wire: str) -
     assert np.abs(y - a_hat @ h).max() > 1e-5 and np.abs(gt - a_hat.T @ g).max() > 1e-5
 
 
-def train(tmp_path, name: str, *extra: str, ranks: int = 2) -> subprocess.CompletedProcess:
-    return run_distgcn(["train", "--graph", GRAPH, "--epochs", "2", "--hidden", "8", "--threads", "1", "--quiet",
-                        "--metrics", str(tmp_path / f"{name}.jsonl"), *extra], ranks=ranks)
+def train(tmp_path, name: str, *extra: str, ranks: int = 2, in_process: bool = False) -> subprocess.CompletedProcess:
+    """``distgcn train`` under mpiexec, or on in-process ranks where the launcher is not what a test is about."""
+    args = ["train", "--graph", GRAPH, "--epochs", "2", "--hidden", "8", "--threads", "1", "--quiet",
+            "--metrics", str(tmp_path / f"{name}.jsonl"), *extra]
+    return distgcn_in_process(args, ranks=ranks) if in_process else run_distgcn(args, ranks=ranks)
 
 
 def records(tmp_path, name: str) -> list[dict]:
@@ -130,7 +132,7 @@ def test_flag_parses_and_a_bad_value_is_an_argparse_error(capsys):
 
 def test_refused_with_minibatch_training(tmp_path):
     proc = train(tmp_path, "minibatch", "--sampler", "node", "--batch-size", "100", "--halo-dtype", "bfloat16",
-                 ranks=1)
+                 ranks=1, in_process=True)
     assert proc.returncode == 2
     assert "distgcn: error: --halo-dtype applies to full-batch training only" in proc.stderr
 
@@ -138,10 +140,10 @@ def test_refused_with_minibatch_training(tmp_path):
 def test_resume_with_another_halo_dtype_is_refused(tmp_path):
     """The rounding changes every update, so a resumed run must keep it; naming the training dtype is no change."""
     checkpoints = ["--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "1"]
-    assert train(tmp_path, "full", *checkpoints, ranks=1).returncode == 0
-    proc = train(tmp_path, "same", "--halo-dtype", "float32", "--resume", *checkpoints, ranks=1)
+    assert train(tmp_path, "full", *checkpoints, ranks=1, in_process=True).returncode == 0
+    proc = train(tmp_path, "same", "--halo-dtype", "float32", "--resume", *checkpoints, ranks=1, in_process=True)
     assert proc.returncode == 0, proc.stderr
     assert "resuming after epoch 2" in proc.stdout
-    proc = train(tmp_path, "bf16", "--halo-dtype", "bfloat16", "--resume", *checkpoints, ranks=1)
+    proc = train(tmp_path, "bf16", "--halo-dtype", "bfloat16", "--resume", *checkpoints, ranks=1, in_process=True)
     assert proc.returncode == 2
     assert "refusing to resume" in proc.stderr and "halo_dtype" in proc.stderr

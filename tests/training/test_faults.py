@@ -26,7 +26,10 @@ from distgcn.runtime.faults import FAIL_ENV, SLOW_ENV, InjectedFailure, inject_f
 
 GRAPH = ["--graph", "synthetic:sbm,n=3000,classes=4,features=32,seed=8"]
 COMMON = ["--partition", "contiguous", "--hidden", "16", "--seed", "4", "--dtype", "float64", "--quiet"]
-EPOCHS = 400
+EPOCHS = 60
+SLOW_EPOCH_S = "0.05"
+"""How long each epoch of the job that is killed sleeps: its epochs after the checkpoint of epoch 20 take at least
+2 s, time enough to find and kill a rank before the job ends."""
 
 
 def _env() -> dict:
@@ -49,7 +52,8 @@ def test_sigkill_of_one_rank_ends_the_job_and_resume_finishes_it(tmp_path):
     ckpt = tmp_path / "ckpt"
     train = ["train", *GRAPH, *COMMON, "--epochs", str(EPOCHS), "--checkpoint-dir", str(ckpt),
              "--checkpoint-every", "5", "--save-weights", str(tmp_path / "resumed.npz")]
-    job = subprocess.Popen([mpiexec(), "-n", "3", sys.executable, "-m", "distgcn", *train], env=_env(),
+    job = subprocess.Popen([mpiexec(), "-n", "3", sys.executable, "-m", "distgcn", *train],
+                           env=dict(_env(), **{SLOW_ENV: SLOW_EPOCH_S}),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
