@@ -6,7 +6,7 @@
 are the one place where a setting's default and choices are declared: the
 command line takes its defaults and choice lists from them (:func:`default_of`,
 :func:`choices_of`) and the API its keywords (:func:`leaf_fields`), and
-tests/test_one_config.py fails when a field lacks a flag or a keyword. Every
+tests/config/test_one_config.py fails when a field lacks a flag or a keyword. Every
 setting is checked here, once, before any rank communicates, and the rest of
 the code trusts what it is given. A refused setting is a :class:`ConfigError` naming
 the configuration field (``train.hidden``); the command line words the same

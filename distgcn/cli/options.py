@@ -1,7 +1,7 @@
 """Argument types and options that several subcommands share, and the wording of configuration fields as flags.
 
 An option's ``dest`` is the name of the configuration field it sets (distgcn.config), and its default and choices
-are that field's (:func:`field_options`): argparse declares none of its own (tests/test_one_config.py).
+are that field's (:func:`field_options`): argparse declares none of its own (tests/config/test_one_config.py).
 """
 
 from __future__ import annotations
