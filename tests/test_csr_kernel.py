@@ -19,7 +19,8 @@ from conftest import run_distgcn_in_process
 
 from distgcn.config import ConfigError
 from distgcn.kernels import csr as csr_kernel
-from distgcn.kernels.sparse import NumbaBlock, choose_kernel
+from distgcn.kernels import kernels_for
+from distgcn.kernels.sparse import NumbaBlock
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -45,17 +46,18 @@ def test_block_gives_scipys_product_at_every_width_and_accumulates() -> None:
 
 
 def test_auto_picks_it_on_the_cpu_and_torch_on_a_gpu() -> None:
-    assert choose_kernel("auto") == "numba"
-    assert choose_kernel("auto", torch.device("cuda")) == "torch"
-    assert choose_kernel("scipy") == "scipy"
+    assert kernels_for("cpu").name == kernels_for(torch.device("cpu"), "numba").name == "numba"
+    assert kernels_for(torch.device("cuda")).name == "torch"
+    assert kernels_for("cpu", "scipy").name == "scipy"
+    assert kernels_for("cpu") is kernels_for(torch.device("cpu"), "auto")  # one object per device and product
 
 
 @pytest.mark.parametrize("kernel", ["scipy", "numba"])
 def test_a_cpu_kernel_for_gpu_tensors_is_refused_naming_the_setting(kernel: str) -> None:
-    assert [choose_kernel(k) for k in ("torch", "numba")] == ["torch", "numba"]
-    assert choose_kernel("torch", torch.device("cuda")) == "torch"
+    assert [kernels_for("cpu", k).name for k in ("torch", "numba")] == ["torch", "numba"]
+    assert kernels_for(torch.device("cuda"), "torch").name == "torch"
     with pytest.raises(ConfigError) as info:
-        choose_kernel(kernel, torch.device("cuda", 1))
+        kernels_for(torch.device("cuda", 1), kernel)
     assert info.value.field == "compute.spmm_kernel"
     assert str(info.value) == f"compute.spmm_kernel {kernel} runs on the CPU only; the tensors are on cuda:1"
 
@@ -201,7 +203,7 @@ def test_streamed_rows_are_the_bits_of_stored_rows(dtype, width: int, offset: in
 GUARDED_INDICES = """
 import ctypes, mmap, sys
 import numpy as np
-from distgcn import csr_kernel
+from distgcn.kernels import csr as csr_kernel
 
 page = mmap.PAGESIZE
 region = mmap.mmap(-1, 2 * page)
@@ -233,7 +235,7 @@ def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
 CACHE_HITS = """
 import sys
 import numpy as np
-from distgcn import csr_kernel, llvm_intrinsics
+from distgcn.kernels import csr as csr_kernel, llvm_intrinsics
 
 if len(sys.argv) > 1:  # llvm_intrinsics.py as if edited since the loops were cached
     llvm_intrinsics.SOURCE_DIGEST = sys.argv[1]

@@ -24,6 +24,7 @@ from distgcn.config import ConfigError, ModelConfig, TrainConfig
 from distgcn.data.graph import Graph, normalized_adjacency
 from distgcn.errors import InputError
 from distgcn.io import limits
+from distgcn.kernels import PRODUCTS
 from distgcn.memory import prediction as memory
 from distgcn.nn.model import GCN
 from distgcn.shard.cut import iter_shards
@@ -70,8 +71,8 @@ def measured_rank(t: InProcessTransport, directed: bool, kernel: str, s: int) ->
         "buffers": sum(b.nbytes for b in exchanger._buffers.values()),
         "symmetric": is_symmetric(shard.owned_block),
         "predicted": memory.adjacency_bytes(dataclasses.replace(sizes, owned_symmetric=is_symmetric(
-            shard.owned_block)), s, kernel),
-        "unknown": memory.adjacency_bytes(sizes, s, kernel),
+            shard.owned_block)), s, PRODUCTS[kernel]),
+        "unknown": memory.adjacency_bytes(sizes, s, PRODUCTS[kernel]),
         "halo_buffers": (sizes.halo_rows + sizes.rows_sent) * WIDTH * s,
     }
 
@@ -229,9 +230,10 @@ def test_predict_on_a_gpu_has_no_shard_term_and_auto_is_torch_there():
     config = ModelConfig(layers=2, hidden=(6,), dtype="float32")
     gpu = memory.predict(SIZES, config, on_gpu=True)
     assert "shard" not in gpu
-    assert gpu["adjacency"] == memory.adjacency_bytes(SIZES, 4, "torch") != memory.adjacency_bytes(SIZES, 4, "numba")
+    torch_form, numba_form = PRODUCTS["torch"], PRODUCTS["numba"]
+    assert gpu["adjacency"] == memory.adjacency_bytes(SIZES, 4, torch_form) != memory.adjacency_bytes(SIZES, 4, numba_form)
     assert gpu["total"] == sum(v for k, v in gpu.items() if k != "total")
-    assert memory.predict(SIZES, config, on_gpu=False)["adjacency"] == memory.adjacency_bytes(SIZES, 4, "numba")
+    assert memory.predict(SIZES, config, on_gpu=False)["adjacency"] == memory.adjacency_bytes(SIZES, 4, numba_form)
 
 
 @pytest.mark.parametrize("entries, index", [(2**31 - 1, 4), (2**31, 8)])
@@ -240,10 +242,10 @@ def test_scipy_indices_are_int32_below_2_to_the_31(entries, index):
                                 owned_symmetric=True)
     owned = 2 * index + (entries - 4) * (index + 4)
     halo = 2 * index + 4 * (index + 4)
-    assert memory.adjacency_bytes(sizes, 4, "scipy") == owned + halo
+    assert memory.adjacency_bytes(sizes, 4, PRODUCTS["scipy"]) == owned + halo
     rows = dataclasses.replace(sizes, rows=entries - 1, halo_rows=1, nnz_owned=4)
     small = entries * index  # (rows + 1) row pointers
-    assert memory.adjacency_bytes(rows, 4, "numba") == small + 4 * (index + 4) + small + 4 * (index + 4)
+    assert memory.adjacency_bytes(rows, 4, PRODUCTS["numba"]) == small + 4 * (index + 4) + small + 4 * (index + 4)
 
 
 MEMINFO = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    7000001 kB\nCached: 5 kB\n"

@@ -55,6 +55,7 @@ from functools import cache
 
 import numpy as np
 
+from distgcn.kernels import tricks as switches
 from distgcn.runtime.threads import follow_torch_threads
 
 MIN_WIDTH = 8
@@ -106,8 +107,9 @@ so every loop here gives the same bits."""
 
 
 @cache
-def _compiled(width: int = 0):
-    """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
+def _compiled(width: int = 0, near_prefetch: bool = True, two_chains: bool = True):
+    """The product for ``width`` columns, compiled for it (0: any width, read at run time), with or without the
+    near prefetch and the two chains (:class:`Tricks`)."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
     from distgcn.kernels import (
@@ -134,7 +136,7 @@ def _compiled(width: int = 0):
             # which hid these constants from the compiler (the line loop then divided at every nonzero)
             columns = width if width else out.shape[1]
             line = llvm.items_per_line(dense)
-            paired = columns <= line  # a row's sums fit one 64-byte vector: two chains (the module's docstring)
+            paired = two_chains and columns <= line  # a row's sums fit one 64-byte vector: two chains (the module's docstring)
             step = two if paired else one  # nonzeros a pass of the loop below takes
             if width:  # fixed sizes on the stack: the compiler keeps them in registers
                 sums = llvm.stack_buffer(width, out.dtype)
@@ -156,7 +158,7 @@ def _compiled(width: int = 0):
                             if far and p + far_ahead < end_of_indices:
                                 for c in range(0, columns, line):
                                     llvm.prefetch(dense, indices[p + far_ahead], c, 1)  # into L2
-                            if p + ahead < end_of_indices:
+                            if near_prefetch and p + ahead < end_of_indices:
                                 for c in range(0, columns, line):
                                     llvm.prefetch(dense, indices[p + ahead], c, 3)  # into L1
                         if width:
@@ -331,32 +333,40 @@ def compiled_width(width: int, itemsize: int) -> int:
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
-                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True,
+                out: np.ndarray, bounds_cache: dict | None = None, accumulate: bool = True,
                 far_prefetch: bool | FarPrefetchChoice | None = None) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
     uninitialised and is not read); data/dense/out of one dtype, ``out`` C-contiguous (``dense`` is made so).
 
-    ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
+    ``bounds_cache`` keeps the matrix's row blocks per thread count (and blocks per thread), for a matrix multiplied again and again.
     ``far_prefetch``: the far prefetch on or off; a :class:`FarPrefetchChoice` kept with the matrix: whichever
     its timed first calls found faster; None: on where ``dense`` has FAR_PREFETCH_MIN_BYTES or more.
     """
     if not out.flags.c_contiguous:  # the loop adds and streams whole rows at their addresses
         raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
     dense = np.ascontiguousarray(dense)
+    tricks = switches.TRICKS
     cache = {} if bounds_cache is None else bounds_cache
     count = threads()
-    bounds = cache.get(count)
+    per_thread = BLOCKS_PER_THREAD if tricks.claimed_blocks else 1
+    bounds = cache.get((count, per_thread))
     if bounds is None:
-        bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    width = compiled_width(dense.shape[1], out.itemsize)
+        bounds = cache[count, per_thread] = row_blocks(indptr, count * per_thread)
+    width = compiled_width(dense.shape[1], out.itemsize) if tricks.stack_sums else 0
     # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
-    stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    compiled, unsigned_indices = _compiled(width), _unsigned(indices)
+    stream = tricks.streamed_stores and not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 \
+        and out.ctypes.data % 64 == 0
+    compiled = _compiled(width, tricks.near_prefetch, tricks.two_chains)
+    unsigned_indices = _unsigned(indices) if tricks.unsigned_indices else indices
 
     def product(far: bool) -> None:
         next_block = np.zeros(1, dtype=np.int64)  # the counter the workers claim blocks from: fresh for each call
         compiled(indptr, unsigned_indices, data, dense, out, bounds, count, next_block, accumulate, stream, far)
 
+    if not tricks.far_prefetch:
+        far_prefetch = False
+    elif isinstance(far_prefetch, FarPrefetchChoice) and not tricks.far_prefetch_timing:
+        far_prefetch = None
     if not isinstance(far_prefetch, FarPrefetchChoice):
         product(dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
         return
@@ -385,8 +395,10 @@ def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndar
     bounds = cache.get(count)
     if bounds is None:  # one block per thread: each block walks every row, so more blocks cost more
         bounds = cache[count] = column_blocks(indices, out.shape[0], count)
-    width = compiled_width(dense.shape[1], out.itemsize)
-    _compiled_transpose(width)(indptr, _unsigned(indices), data, dense, out, bounds)
+    tricks = switches.TRICKS
+    width = compiled_width(dense.shape[1], out.itemsize) if tricks.stack_sums else 0
+    _compiled_transpose(width)(indptr, _unsigned(indices) if tricks.unsigned_indices else indices, data, dense, out,
+                               bounds)
 
 
 def _unsigned(indices: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ from distgcn.config import ConfigError, ModelConfig, attention_heads
 from distgcn.errors import InputError
 from distgcn.io.limits import available_bytes
 from distgcn.io.npy_files import read_npy_header, read_npz
+from distgcn.kernels import ProductKernel, choose_product
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
@@ -149,16 +150,17 @@ def scipy_index_bytes(sizes: ShardSizes) -> int:
     return 4 if max(sizes.rows + sizes.halo_rows, sizes.nnz_owned + sizes.nnz_halo) < 2**31 else _INDEX
 
 
-def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
-    """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
+def adjacency_bytes(sizes: ShardSizes, s: int, product: ProductKernel) -> int:
+    """Â's blocks in the form ``product`` keeps them (:data:`distgcn.kernels.PRODUCTS`): int32 indices where
+    they fit, or int64; the halo blocks' transposes where it builds them."""
     n, h = sizes.rows, sizes.halo_rows
-    index = _INDEX if kernel == "torch" else scipy_index_bytes(sizes)
+    index = scipy_index_bytes(sizes) if product.int32_indices else _INDEX
     owned = (n + 1) * index + sizes.nnz_owned * (index + s)
     halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
     total = owned + halo
     if not sizes.owned_symmetric:
         total += owned
-    if kernel == "torch":  # each halo block's transpose, built on the first backward pass
+    if product.builds_transposes:  # each halo block's transpose, built on the first backward pass
         total += (h + sizes.senders) * _INDEX + sizes.nnz_halo * (_INDEX + s)
     return total
 
@@ -217,8 +219,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
     widths = model.widths(sizes.features, sizes.classes)
     edges = sizes.nnz_owned + sizes.nnz_halo
-    if kernel == "auto":
-        kernel = "torch" if on_gpu else "numba"
+    product = choose_product(kernel, "cuda" if on_gpu else "cpu")
     if model.conv == "gat":
         heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
         params = _gat_parameters(widths, heads)
@@ -231,10 +232,10 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
         if model.conv == "sage":
             mean = replace(sizes, nnz_owned=max(0, sizes.nnz_owned - n), owned_symmetric=False)
-            adjacency = adjacency_bytes(mean, s, kernel)
+            adjacency = adjacency_bytes(mean, s, product)
             activations = _sage_activations(n, widths, s, model.dropout, model.root_weight)
         else:
-            adjacency = adjacency_bytes(sizes, s, kernel)
+            adjacency = adjacency_bytes(sizes, s, product)
             activations = _activations(n, widths, s, model.dropout, on_gpu)
     terms = {
         "adjacency": adjacency,
@@ -253,7 +254,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
-        + (sizes.nnz_owned * s if model.conv == "gcn" and kernel == "torch" and sizes.adjacency_itemsize == s
+        + (sizes.nnz_owned * s if model.conv == "gcn" and product.reads_shard_values and sizes.adjacency_itemsize == s
            else 0) + n * 3 + r * _INDEX
     terms["shard"] = shard - shared
     terms["total"] = sum(terms.values())

@@ -13,13 +13,13 @@ from torch import nn
 from distgcn.config import TrainConfig
 from distgcn.kernels.dense import affine
 from distgcn.nn.dropout import (
+    PreActivation,
+    activation,
     dropout_key,
     keyed_dropout,
     keyed_dropout_matmul,
-    relu_fuses,
-    relu_keyed_dropout_matmul,
+    relu_or_deferred,
 )
-from distgcn.nn.relu import relu_
 from distgcn.nn.sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
@@ -43,15 +43,6 @@ def glorot_matrices(shapes: list[tuple[int, int]], seed: int, dtype: torch.dtype
 def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:
     """One Glorot-uniform weight per layer of ``widths``, in layer order (:func:`glorot_matrices`)."""
     return glorot_matrices(list(zip(widths[:-1], widths[1:])), seed, dtype)
-
-
-class PreActivation:
-    """A hidden layer's output before its ReLU, in training, where the next layer's one-pass kernels apply the ReLU
-    (:func:`distgcn.nn.dropout.relu_fuses`). :meth:`LayerStack.layer_outputs` lists its tensor, which holds the
-    ReLU's output once the next layer has run."""
-
-    def __init__(self, values: torch.Tensor):
-        self.values = values
 
 
 class LayerStack(nn.Module):
@@ -81,7 +72,7 @@ class LayerStack(nn.Module):
         h = x
         for layer in range(len(self.widths) - 1):
             h = self.layer(layer, h, aggregate, row_ids, epoch, self.dropout if self.training else 0.0)
-            outputs.append(h.values if isinstance(h, PreActivation) else h)  # ReLU'd in place by the next layer
+            outputs.append(activation(h))  # a deferred ReLU is applied in place by the next layer
         return outputs
 
     def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Any,
@@ -107,10 +98,8 @@ class GCN(LayerStack):
         h = self._propagate(layer, h, self.weights[layer], self.biases[layer], aggregate, row_ids, p, key)
         if layer == len(self.weights) - 1:
             return h
-        if self._multiplies_first(layer + 1) and relu_fuses(h, self.weights[layer + 1], p):
-            return PreActivation(h)  # the next layer's kernels apply the ReLU, both ways
-        # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
-        return relu_(h)
+        # the next layer's kernels may apply the ReLU where it multiplies by its weight first
+        return relu_or_deferred(h, self.weights[layer + 1] if self._multiplies_first(layer + 1) else None, p)
 
     def _multiplies_first(self, layer: int) -> bool:
         """Whether layer ``layer`` multiplies by W before Â: by the narrower side first, so that the SpMM (and its
@@ -129,10 +118,7 @@ class GCN(LayerStack):
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
             h = h.matmul(weight, p, key)
             return (h if local else aggregate(h)).add_(bias)
-        if isinstance(h, PreActivation):
-            h, _ = relu_keyed_dropout_matmul(h.values, weight, row_ids, p, key)
-            return aggregate(h).add_(bias)
-        if self._multiplies_first(layer):
+        if self._multiplies_first(layer):  # a deferred ReLU (PreActivation) is applied by the same kernels
             h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
             return (h if local else aggregate(h)).add_(bias)
         return affine(aggregate(keyed_dropout(h, row_ids, p, key)), weight, bias)

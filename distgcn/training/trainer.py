@@ -29,7 +29,7 @@ from distgcn.io.checkpoint import (
     restore_rng_states,
 )
 from distgcn.io.schema import SPLIT_KEYS
-from distgcn.kernels import logits as logits_kernel
+from distgcn.kernels import Kernels, kernels_for
 from distgcn.kernels.kept_buffers import kept_between_epochs
 from distgcn.nn.gat import AttentionGraph
 from distgcn.nn.model import Aggregate
@@ -89,19 +89,20 @@ def rank_comm_share(counters: CommCounters, epoch_s: float) -> float:
 class Trainer:
     """Owns the model, the distributed Â, the optimizer and the batch source of one rank."""
 
-    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch",
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernels: Kernels | str = "torch",
                  minibatch: MinibatchConfig | None = None, on_presample: Callable[[], None] | None = None):
         """Full-batch training, or with ``minibatch`` K sampled batches per epoch (collective).
 
+        ``kernels``: the device's kernels, or the ``--spmm-kernel`` choice (:func:`distgcn.kernels.kernels_for`).
         ``on_presample`` is called after each batch the minibatch normalization pre-samples (progress).
         """
         self.shard = shard
         self.transport = transport
         self.config = config
-        self.kernel = kernel
         self.dtype = dtype = DTYPES[config.dtype]
         self.counters = CommCounters()
         device = transport.device
+        self.kernels = kernels_for(device, kernels)
         if config.comm == "broadcast":
             plan, halo_block = broadcast_plan(shard, transport, device)
         else:
@@ -119,7 +120,7 @@ class Trainer:
         else:
             blocks = mean_blocks(shard.owned_block, halo_block) if config.conv == "sage" \
                 else (shard.owned_block, halo_block)
-            self.adjacency = DistributedAdjacency(*blocks, exchanger, dtype, kernel)
+            self.adjacency = DistributedAdjacency(*blocks, exchanger, dtype, self.kernels)
         features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
@@ -186,7 +187,7 @@ class Trainer:
     def correct_counts(self, epoch: int) -> dict[str, int]:
         """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
         self.model.eval()
-        predicted = logits_kernel.predicted_classes(self._forward(epoch))
+        predicted = self.kernels.predicted_classes(self._forward(epoch))
         hits = predicted == self.labels
         return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
 
