@@ -1,16 +1,25 @@
-"""The GCN model: ordinary torch modules over a pluggable aggregation Â·H."""
+"""The GCN model: ordinary torch modules over a pluggable aggregation Â·H, and what every model declares.
+
+A model is a :class:`LayerStack` subclass in a module of this package and one line of ``config.MODELS``: the class
+builds itself from the configuration (:meth:`LayerStack.from_config`), builds what it aggregates with
+(:meth:`LayerStack.aggregation`), names its own settings for checkpoints (:meth:`LayerStack.identity`), and counts
+the bytes it holds and the columns it exchanges for the memory model (:meth:`LayerStack.memory_terms`,
+:meth:`LayerStack.epoch_exchange_widths`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import nn
 
-from distgcn.config import TrainConfig
+from distgcn.config import ModelConfig, TrainConfig
+from distgcn.kernels import Kernels
 from distgcn.kernels.dense import affine
 from distgcn.nn.dropout import (
     PreActivation,
@@ -21,8 +30,70 @@ from distgcn.nn.dropout import (
     relu_or_deferred,
 )
 from distgcn.nn.sparse_input import SparseRows
+from distgcn.spmm.halo import HaloExchanger
+from distgcn.spmm.product import DistributedAdjacency, spmm
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LocalGraph:
+    """A rank's rows of Â and how to reach the other ranks' rows: what a model builds its aggregation from."""
+
+    owned_block: sp.csr_matrix
+    halo_block: sp.csr_matrix
+    global_ids: np.ndarray
+    halo_global_ids: np.ndarray
+    exchanger: HaloExchanger
+    dtype: torch.dtype
+    kernels: Kernels
+
+
+class Product:
+    """Aggregation by a distributed sparse matrix: ``self(h)`` = M·H, differentiable (:func:`distgcn.spmm.product.spmm`)."""
+
+    def __init__(self, adjacency: DistributedAdjacency):
+        self.adjacency = adjacency
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        return spmm(self.adjacency, h)
+
+
+def exchanged_width(fan_in: int, fan_out: int) -> int:
+    """Columns a layer's SpMM carries: it multiplies by the narrower side first."""
+    return min(fan_in, fan_out)
+
+
+def exchange_widths(widths: list[int]) -> list[int]:
+    """Columns of each halo exchange of one full-batch epoch of a model whose layers multiply by Â (or D⁻¹A) on the
+    narrower side: the training forward pass exchanges once per layer; the backward pass once per layer whose
+    product input needs a gradient (every layer but the first, and the first too when it multiplies X by W first);
+    the evaluation forward pass once per layer again."""
+    layers = list(zip(widths[:-1], widths[1:]))
+    forward = [exchanged_width(a, b) for a, b in layers]
+    backward = [exchanged_width(a, b) for i, (a, b) in enumerate(layers) if i > 0 or b < a]
+    return forward + backward + forward
+
+
+def gcn_activation_bytes(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows (:class:`GCN`).
+
+    What the forward pass keeps: per layer its ReLU output (the logits on the
+    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
+    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
+    (not the input's). The peak is the backward pass's: all of that plus an
+    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
+    forward transient exceeds it: a layer's products and the temporary take at
+    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
+    on top of no more than the forward pass keeps in the end.
+    """
+    saved = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
+            mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
+            saved += mask + n * a * s
+        saved += n * b * s
+    return saved + 3 * n * max(widths[1:]) * s
 
 
 def glorot_matrices(shapes: list[tuple[int, int]], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -50,11 +121,43 @@ class LayerStack(nn.Module):
     dropout on only in training. A model defines :meth:`layer`, and what ``aggregate`` is: :class:`Aggregate`
     (GCN, GraphSAGE) or the GAT's :class:`~distgcn.nn.gat.AttentionGraph`."""
 
+    keeps_shard_adjacency = False
+    """Whether the model multiplies by the shard's own blocks of Â (a kernel may then read their values in place)."""
+
     def __init__(self, widths: list[int], dropout: float, seed: int):
         super().__init__()
         self.widths = list(widths)
         self.dropout = dropout
         self.seed = seed
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> LayerStack:
+        """The model ``config`` describes, its weights drawn from ``config.seed``."""
+        raise NotImplementedError
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> Any:
+        """What the model aggregates with on this rank (the ``aggregate`` its layers take); only that is built."""
+        raise NotImplementedError
+
+    @classmethod
+    def identity(cls, config: TrainConfig) -> dict:
+        """The layer type and its own settings, for a checkpoint's model identity (nothing for the GCN)."""
+        return {}
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        """The memory model's model-dependent terms (:func:`distgcn.memory.prediction.predict`): ``parameters``
+        (numbers), ``exchanged`` (the distinct widths that cross ranks), ``adjacency`` and ``activations`` (bytes).
+        ``sizes`` is the rank's ShardSizes; ``adjacency_bytes(sizes)`` counts blocks of that shape in the kernel's
+        form."""
+        raise NotImplementedError
+
+    @classmethod
+    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int]) -> list[int]:
+        """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them."""
+        return exchange_widths(widths)
 
     @property
     def first_output_width(self) -> int:
@@ -83,6 +186,27 @@ class LayerStack(nn.Module):
 
 class GCN(LayerStack):
     """H^{l+1} = σ(Â · dropout(H^l) · W^l + b^l); σ = ReLU except on the last layer (logits)."""
+
+    keeps_shard_adjacency = True
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> GCN:
+        return cls(widths, config.dropout, config.seed, dtype, config.first_layer)
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> Product:
+        """Â·H over the rank's blocks of Â."""
+        return Product(DistributedAdjacency(graph.owned_block, graph.halo_block, graph.exchanger, graph.dtype,
+                                            graph.kernels))
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        layers = list(zip(widths[:-1], widths[1:]))
+        return {"parameters": sum(a * b + b for a, b in layers),
+                "exchanged": {exchanged_width(a, b) for a, b in layers},
+                "adjacency": adjacency_bytes(sizes),
+                "activations": gcn_activation_bytes(sizes.rows, widths, s, model.dropout, on_gpu)}
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  first_layer: str = "exact"):
