@@ -11,8 +11,7 @@ time), and the range of the per-round ratios (how far the host's noise moves it)
 epoch on the graph runs: the written product Â·H of the RCM-ordered Â at each width (a rank's owned block), the keyed
 dropout of H, dropout(H)·W with W [width, classes] (the output layer), that product with the hidden layer's ReLU
 folded in, and the loss with its gradient and the argmax over [rows, classes] logits (half the rows training rows).
-The products' far prefetch is compared with every fixed rule too (never, always, the size rule): the run-time
-choice (:class:`distgcn.kernels.csr.FarPrefetchChoice`) earns its place only if it beats the best of them.
+A trick that does not pay by a clear margin (CLEAR_MARGIN) on the hosts that run distgcn has no place in the kernels.
 
 Writes ``ablation.jsonl`` (one row per case) and ``ablation.md`` (the table, the host's load before and after)
 into ``--out``.
@@ -101,40 +100,21 @@ def wanted(args, trick: str) -> bool:
 
 
 def product_rows(a, width: int, threads: int, args) -> list[dict]:
-    """The written product at ``width`` columns: every product switch, and the far prefetch's rules."""
+    """The written product at ``width`` columns, against each product switch off."""
     rng = np.random.default_rng(width)
     dense = rng.standard_normal((a.shape[0], width), dtype=np.float32)
     outs = {name: np.empty((a.shape[0], width), dtype=np.float32) for name in ("default", "off")}
     bounds: dict[str, dict] = {"default": {}, "off": {}}
-    choice = csr_kernel.FarPrefetchChoice()
-    key = csr_kernel.far_prefetch_key(width, False)
-    while choice.decided(key) is None:  # the run-time choice, as a rank's block makes it in its first epochs
-        csr_kernel.add_product(a.indptr, a.indices, a.data, dense, outs["default"], bounds["default"], False, choice)
-    far = choice.decided(key)
 
-    def product(name: str, far_prefetch) -> Callable[[], object]:
-        return lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, dense, outs[name], bounds[name], False,
-                                              far_prefetch)
+    def product(name: str) -> Callable[[], object]:
+        return lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, dense, outs[name], bounds[name], False)
 
-    case = f"product {width} cols"
     rows = []
-    for trick in [t for t in ("stack_sums", "near_prefetch", "streamed_stores", "two_chains", "claimed_blocks",
-                              "unsigned_indices") if wanted(args, t)]:
-        times = alternate({"default": switched(product("default", far)),
-                           "off": switched(product("off", far), **{trick: False})}, args.repeats, args.rounds)
-        rows.append(row(trick, case, threads, times) | {"same_bits": bool(np.array_equal(outs["off"],
-                                                                                            outs["default"]))})
-    if not (wanted(args, "far_prefetch") or wanted(args, "far_prefetch_timing")):
-        return rows
-    fixed = {"never far": False, "always far": True, "size rule": dense.nbytes >= csr_kernel.FAR_PREFETCH_MIN_BYTES}
-    names = {"never far": "far_prefetch", "always far": "far_prefetch_timing vs always far",
-             "size rule": "far_prefetch_timing"}
-    times = alternate({"default": product("default", choice), **{rule: product("off", value)
-                                                                  for rule, value in fixed.items()}},
-                      args.repeats, args.rounds)
-    for rule in fixed:
-        rows.append(row(names[rule], f"{case}, off: {rule} (timed: {'far' if far else 'near'})", threads, times,
-                        off=rule))
+    for trick in [t for t in ("stack_sums", "two_chains", "claimed_blocks") if wanted(args, t)]:
+        times = alternate({"default": switched(product("default")), "off": switched(product("off"), **{trick: False})},
+                          args.repeats, args.rounds)
+        same = bool(np.array_equal(outs["off"], outs["default"]))
+        rows.append(row(trick, f"product {width} cols", threads, times) | {"same_bits": same})
     return rows
 
 
@@ -234,11 +214,10 @@ def main() -> None:
                 print(json.dumps(r), flush=True)
     load_after = os.getloadavg()
     header = [f"# Kernel ablation: {Path(args.graph).name}, {a.shape[0]} rows, {a.nnz} nonzeros (RCM order)", "",
-              f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load average before "
-              f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after {load_after[0]:.2f} "
-              f"{load_after[1]:.2f} {load_after[2]:.2f}; median of {args.rounds} rounds' fastest of {args.repeats} "
-              f"alternating calls; "
-              f"pays: off/default >= {CLEAR_MARGIN} and > 1 in every round", ""]
+              (f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; load average before "
+               f"{load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after {load_after[0]:.2f} "
+               f"{load_after[1]:.2f} {load_after[2]:.2f}; median of {args.rounds} rounds' fastest of "
+               f"{args.repeats} alternating calls; pays: off/default >= {CLEAR_MARGIN} and > 1 in every round"), ""]
     text = "\n".join(header + table(rows)) + "\n"
     (out_dir / "ablation.md").write_text(text)
     with open(out_dir / "ablation.jsonl", "w") as fh:

@@ -132,8 +132,6 @@ class NumbaBlock(ScipyBlock):
         """Row blocks per thread count (csr_kernel.row_blocks)."""
         self.column_bounds: dict[int, np.ndarray] = {}
         """Column blocks per thread count, for the transpose product (csr_kernel.column_blocks)."""
-        self.far_prefetch = csr_kernel.FarPrefetchChoice()
-        """Whether the product takes the far prefetch, timed on this block's first products."""
         m = self.matrix  # scipy keeps indptr and indices of one dtype, as torch needs
         self.view = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
                                             torch.from_numpy(m.data), size=m.shape, check_invariants=False)
@@ -166,7 +164,7 @@ class NumbaBlock(ScipyBlock):
     def _loop(self, out: torch.Tensor, dense: torch.Tensor, accumulate: bool) -> None:
         m = self.matrix
         csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy(),
-                               self.bounds, accumulate, self.far_prefetch)
+                               self.bounds, accumulate)
 
 
 BLOCKS: dict[str, type[SparseBlock]] = {name: globals()[kernel.block_class] for name, kernel in PRODUCTS.items()}

@@ -23,22 +23,11 @@ class Tricks:
     stack_sums: bool = True
     """Products compiled for their width, a row's sums in registers (off: the run-time-width loop, sums on the
     heap)."""
-    near_prefetch: bool = True
-    """The product asks for the row of H ``csr.PREFETCH_AHEAD`` nonzeros ahead, into L1."""
-    far_prefetch: bool = True
-    """The product may also ask for the row ``csr.FAR_PREFETCH_AHEAD`` nonzeros ahead, into L2 (off: never)."""
-    far_prefetch_timing: bool = True
-    """A matrix multiplied every epoch decides the far prefetch by timing both variants on its first calls
-    (:class:`~distgcn.kernels.csr.FarPrefetchChoice`; off: the size rule ``csr.FAR_PREFETCH_MIN_BYTES``)."""
-    streamed_stores: bool = True
-    """A written product stores its whole 64-byte rows around the caches."""
     two_chains: bool = True
     """Rows of at most 64 bytes are summed in two chains of multiply-adds (off: one chain, other bits)."""
     claimed_blocks: bool = True
     """``csr.BLOCKS_PER_THREAD`` row blocks per thread, each claimed by the next thread free (off: one block per
     thread)."""
-    unsigned_indices: bool = True
-    """Column indices read as unsigned, so none is checked for a negative value."""
     compiled_dropout: bool = True
     """Keyed dropout as one compiled pass each way that regenerates its mask (off: torch's operations on a float
     mask, the same bits)."""
