@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -72,3 +76,20 @@ def test_a_pass_switched_off_takes_torch_s_operations(monkeypatch, trick: str) -
     monkeypatch.setattr(tricks, "TRICKS", tricks.Tricks(**{trick: False}))
     assert not asked()
     assert torch.equal(kernels.predicted_classes(x), x.argmax(dim=1))
+
+
+def test_the_ablation_benchmark_writes_its_table_where_it_is_told(tmp_path) -> None:
+    """benchmarks/kernel_ablation.py on a small graph: one row per switch and case, into --out only."""
+    out = tmp_path / "ablation"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/kernel_ablation.py"), "--out", str(out),
+                           "--graph", "synthetic:sbm,n=300,classes=3,features=4", "--widths", "16", "--threads", "1",
+                           "--rounds", "2", "--repeats", "1", "--only", "stack_sums,compiled_logits"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ablation"]
+    rows = [json.loads(line) for line in (out / "ablation.jsonl").read_text().splitlines()]
+    assert [(r["trick"], r["case"]) for r in rows] == [
+        ("stack_sums", "product 16 cols"), ("compiled_logits", "loss+backward 8 classes"),
+        ("compiled_logits", "argmax 8 classes")]
+    assert "| stack_sums | product 16 cols | 1 |" in (out / "ablation.md").read_text()
