@@ -110,7 +110,7 @@ def product_rows(a, width: int, threads: int, args) -> list[dict]:
         return lambda: csr_kernel.add_product(a.indptr, a.indices, a.data, dense, outs[name], bounds[name], False)
 
     rows = []
-    for trick in [t for t in ("stack_sums", "two_chains", "claimed_blocks") if wanted(args, t)]:
+    for trick in [t for t in ("stack_sums", "prefetch", "two_chains", "claimed_blocks") if wanted(args, t)]:
         times = alternate({"default": switched(product("default")), "off": switched(product("off"), **{trick: False})},
                           args.repeats, args.rounds)
         same = bool(np.array_equal(outs["off"], outs["default"]))

@@ -156,10 +156,12 @@ def _fresh_llvm(width: int) -> str:
     return "\n".join(loop.inspect_llvm().values())
 
 
-def test_the_width_compiled_loop_sums_in_registers() -> None:
-    """What made it faster (benchmarks/kernel_ablation.py, ``stack_sums``): no heap accumulator per row block."""
+def test_the_width_compiled_loop_sums_in_registers_and_prefetches() -> None:
+    """What made it faster (benchmarks/kernel_ablation.py, ``stack_sums``, ``prefetch``): no heap accumulator per
+    row block, rows asked for ahead into L1."""
     compiled, run_time = (_fresh_llvm(width) for width in (64, 0))
     assert "NRT_MemInfo_alloc" not in compiled and "NRT_MemInfo_alloc" in run_time
+    assert "i32 0, i32 3, i32 1)" in compiled and "i32 0, i32 3, i32 1)" in run_time
 
 
 @pytest.mark.parametrize("width", [16, 64])
@@ -172,8 +174,8 @@ def test_the_width_compiled_loop_writes_its_rows_in_whole_vectors(width: int) ->
 
 @pytest.mark.parametrize("width", [16, 64, 0])
 def test_the_loop_knows_its_cache_line_and_width_when_compiled(width: int) -> None:
-    """Values numba passes into a parallel loop's body arrive as arguments, unknown to the compiler: a loop over a
-    row's cache lines then divided by the line's items at every nonzero; none divides at run time."""
+    """Values numba passes into a parallel loop's body arrive as arguments, unknown to the compiler: the prefetch
+    over a row's cache lines then divided by the line's items at every nonzero; none divides at run time."""
     assert not re.search(r"= (udiv|sdiv|urem|srem) ", _fresh_llvm(width))
 
 
@@ -220,8 +222,9 @@ assert (out == nnz // rows).all()
 
 @pytest.mark.parametrize("width", [40, 64])
 def test_the_loop_reads_no_index_past_the_end(width: int) -> None:
-    """Rows are summed two nonzeros a pass where they fit a vector; the matrix's last indices end where the next
-    page is unreadable, so a read past them would kill the process (SIGSEGV)."""
+    """The loop looks PREFETCH_AHEAD nonzeros ahead, and sums two nonzeros a pass where rows fit a vector; the
+    matrix's last indices end where the next page is unreadable, so a look past them would kill the process
+    (SIGSEGV)."""
     result = subprocess.run([sys.executable, "-c", GUARDED_INDICES, str(width)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -47,7 +47,7 @@ def test_the_switches_are_all_on_by_default_and_named_by_the_environment(monkeyp
         tricks.Tricks.from_environment()
 
 
-@pytest.mark.parametrize("trick", ["stack_sums", "claimed_blocks", "two_chains"])
+@pytest.mark.parametrize("trick", ["stack_sums", "prefetch", "claimed_blocks", "two_chains"])
 @pytest.mark.parametrize("width", [8, 16, 64])
 def test_a_product_switched_off_gives_the_product(monkeypatch, trick: str, width: int) -> None:
     """Every product switch keeps the bits of the default, but ``two_chains`` where rows fit one vector (16 float32

@@ -6,6 +6,8 @@ stack array that never escapes, added to and written out in whole vectors:
 :mod:`distgcn.kernels.llvm_intrinsics`); the run-time-width loop that keeps
 them on the heap took 1.6-4x its time on Slashdot RCM, one thread, 16 and 64
 float32 columns (``benchmarks/kernel_ablation.py``, switch ``stack_sums``).
+The row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
+for now, which the hardware prefetcher cannot guess.
 
 With more threads the rows are cut into blocks of about equal work
 (nonzeros plus one per row, :func:`row_blocks`) that each thread claims from a
@@ -45,6 +47,10 @@ STACK_ACCUMULATOR_BYTES = 16 * 1024
 gets its own compiled loop (numba caches each on disk like any other; first call of a new width: about 1 s);
 wider rows use one loop that reads the width at run time and keeps its sums on the heap, 1.7-2x slower at 64
 columns."""
+PREFETCH_AHEAD = 16
+"""The loop asks for the row of H that the nonzero this many places ahead gathers, into L1: the hardware prefetcher
+cannot guess it. Slashdot RCM, one thread, 64 float32 columns: 1.29x faster than without (16 columns: 0.93x;
+``benchmarks/kernel_ablation.py``, switch ``prefetch``)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
 process leaves the rest to the others (Slashdot RCM, 16 columns, two threads, 13th round: 4, 8 and 16 alike)."""
@@ -55,9 +61,9 @@ so every loop here gives the same bits."""
 
 
 @cache
-def _compiled(width: int = 0, two_chains: bool = True):
+def _compiled(width: int = 0, two_chains: bool = True, prefetch: bool = True):
     """The product for ``width`` columns, compiled for it (0: any width, read at run time), with or without the
-    two chains (:class:`~distgcn.kernels.tricks.Tricks`)."""
+    two chains and the prefetch (:class:`~distgcn.kernels.tricks.Tricks`)."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
     from distgcn.kernels import (
@@ -65,6 +71,7 @@ def _compiled(width: int = 0, two_chains: bool = True):
     )
     # every process, or numba's cache never finds the loop again (intrinsic objects do not)
 
+    ahead = np.uint64(PREFETCH_AHEAD)
     one, two = np.uint64(1), np.uint64(2)
     intrinsics = llvm.SOURCE_DIGEST
 
@@ -73,6 +80,7 @@ def _compiled(width: int = 0, two_chains: bool = True):
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
     def csr_product(indptr, indices, data, dense, out, bounds, workers, next_block, accumulate):
         llvm.keyed_to(intrinsics)  # compiled again when an intrinsic changes
+        end_of_indices = np.uint64(indices.shape[0])
         blocks = bounds.shape[0] - 1
         for _ in numba.prange(workers):  # one per thread, each claiming blocks until none is left
             # Set inside the parallel loop: numba passes the values set before it to the loop's body as arguments,
@@ -97,6 +105,10 @@ def _compiled(width: int = 0, two_chains: bool = True):
                             odd_acc[c] = 0
                     k, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
                     while k < end:  # paired: nonzero k into acc, k + 1 (if the row has it) into odd_acc
+                        for p in range(k, k + step):  # p past the row's end: the next row's prefetches, made twice
+                            if prefetch and p + ahead < end_of_indices:
+                                for c in range(0, columns, line):
+                                    llvm.prefetch(dense, indices[p + ahead], c, 3)  # into L1
                         if width:
                             llvm.add_scaled_row(sums, dense, indices[k], data[k], width)
                             if paired and k + one < end:
@@ -231,7 +243,8 @@ def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense
         bounds = cache[count, per_thread] = row_blocks(indptr, count * per_thread)
     width = compiled_width(dense.shape[1], out.itemsize) if tricks.stack_sums else 0
     next_block = np.zeros(1, dtype=np.int64)  # the counter the workers claim blocks from: fresh for each call
-    _compiled(width, tricks.two_chains)(indptr, indices, data, dense, out, bounds, count, next_block, accumulate)
+    _compiled(width, tricks.two_chains, tricks.prefetch)(indptr, indices, data, dense, out, bounds, count, next_block,
+                                                         accumulate)
 
 
 def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,

@@ -5,6 +5,9 @@
   so a row's accumulator lived in memory and every nonzero loaded and
   stored it again. An array on the stack that never escapes is promoted to
   vector registers (one zmm per 16 float32 columns on AVX-512).
+- :func:`prefetch`: ``llvm.prefetch`` for the cache line holding one entry
+  of a 2D array. The rows of H a product gathers are known a few nonzeros
+  ahead (the column indices), but not to the hardware prefetcher.
 - :func:`items_per_line`: a cache line's items, known when the loop is
   compiled (numba reads an array's itemsize at run time).
 - :func:`write_row`: a finished row stored, or added, into the output in
@@ -34,6 +37,7 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -44,6 +48,8 @@ SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 not by the files of the intrinsics it calls: a loop compiled before an intrinsic changed was loaded unchanged (a
 test broken on purpose in this file passed on the stale loop). Loops pass it to :func:`keyed_to`."""
 _I32 = ir.IntType(32)
+_PREFETCH = "llvm.prefetch.p0" if llvm.llvm_version_info[0] >= 15 else "llvm.prefetch"
+"""The intrinsic's name: overloaded on the pointer type since LLVM 15."""
 
 
 @intrinsic
@@ -79,6 +85,32 @@ def items_per_line(typingctx, array):
         return context.get_constant(types.intp, max(1, 64 // item_size))
 
     return types.intp(array), codegen
+
+
+@intrinsic
+def prefetch(typingctx, array, row, column, locality):
+    """Ask the CPU to bring the cache line of ``array[row, column]`` closer (a read): into every cache level
+    (``locality`` 3: x86's prefetcht0) or only into L2 (1: prefetcht2, which fills L2 but not L1 on current AMD and
+    Intel cores).
+
+    No bounds are checked and nothing is read: an address outside the array costs a wasted prefetch, never a
+    fault. ``array`` is a 2D numba array, ``locality`` a compile-time constant from 0 to 3 (LLVM's hint).
+    """
+    if not (isinstance(array, types.Array) and array.ndim == 2 and isinstance(locality, types.IntegerLiteral)
+            and 0 <= locality.literal_value <= 3):
+        return None
+    hint = locality.literal_value
+
+    def codegen(context, builder, signature, args):
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3])
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, _I32, _I32, _I32]), _PREFETCH)
+        # read (0), the locality hint, data cache (1)
+        builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), ir.Constant(_I32, 0),
+                                ir.Constant(_I32, hint), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column, locality), codegen
 
 
 @intrinsic

@@ -23,6 +23,8 @@ class Tricks:
     stack_sums: bool = True
     """Products compiled for their width, a row's sums in registers (off: the run-time-width loop, sums on the
     heap)."""
+    prefetch: bool = True
+    """The product asks for the row of H ``csr.PREFETCH_AHEAD`` nonzeros ahead, into L1."""
     two_chains: bool = True
     """Rows of at most 64 bytes are summed in two chains of multiply-adds (off: one chain, other bits)."""
     claimed_blocks: bool = True
