@@ -85,7 +85,7 @@ def test_the_ablation_benchmark_writes_its_table_where_it_is_told(tmp_path) -> N
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks/kernel_ablation.py"), "--out", str(out),
                            "--graph", "synthetic:sbm,n=300,classes=3,features=4", "--widths", "16", "--threads", "1",
                            "--rounds", "2", "--repeats", "1", "--only", "stack_sums,compiled_logits"],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ablation"]
     rows = [json.loads(line) for line in (out / "ablation.jsonl").read_text().splitlines()]
