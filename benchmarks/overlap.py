@@ -48,7 +48,7 @@ from distgcn.comm.counters import CommCounters
 from distgcn.comm.transport import MPITransport
 from distgcn.config import PartitionerConfig, SourceConfig
 from distgcn.data.prepare import GraphOptions
-from distgcn.kernels.sparse import choose_kernel
+from distgcn.kernels import kernels_for
 from distgcn.runtime.threads import set_threads
 from distgcn.shard.distribute import load_own_shard
 from distgcn.shard.scatter import build_and_scatter
@@ -183,7 +183,7 @@ def main() -> None:
 
     counters = CommCounters()
     exchanger = HaloExchanger(HaloPlan.from_shard(shard), transport, counters, exchanges=True)
-    kernel = choose_kernel("auto")
+    kernel = kernels_for("cpu")
     adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float32, kernel)
     rng = np.random.default_rng(args.seed + transport.rank)
     h = torch.from_numpy(rng.standard_normal((shard.n_owned, args.width), dtype=np.float32))

@@ -2,7 +2,7 @@
 threads claim as they go.
 
 Takes a graph's normalized adjacency in RCM order (as benchmarks/spmm_kernels.py) and times Y = Â·H written,
-float32, with distgcn's loop (``csr_kernel.add_product``, the far prefetch timed on the first calls as ``train``
+float32, with distgcn's loop (``csr_kernel.add_product``, as ``train``
 does), on ``--threads`` threads, with its row blocks cut two ways, alternated in one process:
 
 - ``split``: one block per thread, which is what numba's ``prange`` made of any number of blocks before the
@@ -54,16 +54,11 @@ def main() -> None:
             # the block's rows as a matrix of their own, bounds shifted to start at 0
             indptr = a.indptr[first:stop + 1] - a.indptr[first]
             indices, data = (array[a.indptr[first]:a.indptr[stop]] for array in (a.indices, a.data))
-            cache = {csr_kernel.threads(): bounds - first}
-            choice = csr_kernel.FarPrefetchChoice()
+            cache = {(csr_kernel.threads(), csr_kernel.BLOCKS_PER_THREAD): bounds - first}
 
-            def call(indptr=indptr, indices=indices, data=data, cache=cache, choice=choice,
-                     rows=out[first:stop]) -> None:
-                csr_kernel.add_product(indptr, indices, data, h, rows, cache, accumulate=False, far_prefetch=choice)
+            def call(indptr=indptr, indices=indices, data=data, cache=cache, rows=out[first:stop]) -> None:
+                csr_kernel.add_product(indptr, indices, data, h, rows, cache, accumulate=False)
 
-            # the far prefetch chosen before timing
-            while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
-                call()
             calls[name] = call
         row = {"graph": args.graph, "n": a.shape[0], "nnz": int(a.nnz), "width": width, "threads": args.threads,
                "blocks_per_thread": csr_kernel.BLOCKS_PER_THREAD, "load": os.getloadavg()[0]}

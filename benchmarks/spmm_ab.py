@@ -3,13 +3,13 @@
 Separate processes on a shared VM differ by more than most changes to the loop are worth (up to
 1.5x between runs of the same code). This script extracts ``distgcn/`` of ``--base`` (a git
 revision) into a scratch folder as the package ``distgcn_base``, imports it beside this checkout's ``distgcn``, and
-times both ``csr_kernel.add_product`` (written products, with the far prefetch off, then on) in alternating rounds
-on one graph's Â in RCM order (benchmarks/matrices.py):
+times both ``csr_kernel.add_product`` (written products) in alternating rounds on one graph's Â in RCM order
+(benchmarks/matrices.py):
 
     python benchmarks/spmm_ab.py --graph ../shared/datasets/soc-Slashdot0902/soc-Slashdot0902.txt.gz --symmetrize \
         --widths 8,16,64 --threads 1 --base HEAD
 
-prints one JSON line per width and prefetch variant: each loop's median of its rounds' medians, the ratio this/base
+prints one JSON line per width: each loop's median of its rounds' medians, the ratio this/base
 (< 1: this checkout faster), and the largest difference between the two products.
 """
 
@@ -66,25 +66,24 @@ def main() -> None:
             outs = {name: torch.empty(a.shape[0], width).numpy() for name in kernels}
             bounds: dict[str, dict] = {name: {} for name in kernels}
 
-            def call(name: str, far: bool) -> None:
+            def call(name: str) -> None:
                 kernels[name].add_product(a.indptr, a.indices, a.data, dense, outs[name], bounds[name],
-                                          accumulate=False, far_prefetch=far)
+                                          accumulate=False)
 
-            for far in (False, True):
-                for _ in range(2):  # compiled, pages touched
-                    for name in kernels:
-                        call(name, far)
-                rounds: dict[str, list[float]] = {name: [] for name in kernels}
-                for r in range(args.rounds):
-                    for name in (("base", "this") if r % 2 else ("this", "base")):  # each first in half the rounds
-                        rounds[name].append(median_ms(lambda: call(name, far), args.repeats))
-                ms = {name: float(np.median(times)) for name, times in rounds.items()}
-                print(json.dumps({
-                    "graph": args.graph, "width": width, "threads": args.threads, "far_prefetch": far,
-                    "base": args.base, "this": this, "base_ms": round(ms["base"], 3), "this_ms": round(ms["this"], 3),
-                    "this_over_base": round(ms["this"] / ms["base"], 3),
-                    "max_abs_difference": float(np.max(np.abs(outs["this"] - outs["base"]))),
-                }), flush=True)
+            for _ in range(2):  # compiled, pages touched
+                for name in kernels:
+                    call(name)
+            rounds: dict[str, list[float]] = {name: [] for name in kernels}
+            for r in range(args.rounds):
+                for name in (("base", "this") if r % 2 else ("this", "base")):  # each first in half the rounds
+                    rounds[name].append(median_ms(lambda: call(name), args.repeats))
+            ms = {name: float(np.median(times)) for name, times in rounds.items()}
+            print(json.dumps({
+                "graph": args.graph, "width": width, "threads": args.threads,
+                "base": args.base, "this": this, "base_ms": round(ms["base"], 3), "this_ms": round(ms["this"], 3),
+                "this_over_base": round(ms["this"] / ms["base"], 3),
+                "max_abs_difference": float(np.max(np.abs(outs["this"] - outs["base"]))),
+            }), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ For a graph's normalized adjacency in RCM order (as benchmarks/spmm_kernels.py),
   measured in the same run: the matrix and Y once, plus every row of H the cache cannot still hold when it is
   needed again, counted with Belady's optimal replacement (evict the row used again furthest ahead) for a cache
   of ``--cache-mib`` given to H alone (optimistic: the matrix and Y pass through the same cache);
-- ``measured``: distgcn's kernel on the same matrix (as ``train`` runs it, the far prefetch timed).
+- ``measured``: distgcn's kernel on the same matrix (as ``train`` runs it).
 
 A kernel can be no faster than the larger of the arithmetic and memory bounds; where both are under the allowance
 the target is the code's to meet, not excluded by the machine.
@@ -118,14 +118,11 @@ def main() -> None:
         h = torch.empty((a.shape[0], width)).numpy()
         h[:] = 1
         out = torch.empty((a.shape[0], width)).numpy()
-        bounds, choice = {}, csr_kernel.FarPrefetchChoice()
+        bounds: dict = {}
 
         def product() -> None:
-            csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False, far_prefetch=choice)
+            csr_kernel.add_product(a.indptr, a.indices, a.data, h, out, bounds, accumulate=False)
 
-        # the far prefetch chosen before timing
-        while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
-            product()
         row = {"graph": args.graph, "nnz": int(a.nnz), "rows": int(a.shape[0]), "width": width,
                "threads": args.threads, "load": os.getloadavg()[0], "copy_gbs": round(copy_bytes_per_s / 1e9, 2),
                "peak_gflops": round(2 * multiply_adds_per_s / 1e9, 1), "compulsory_mb": round(compulsory / 1e6, 1),

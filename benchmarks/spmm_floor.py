@@ -6,7 +6,7 @@ values and the number of nonzeros per row, but maps every column index j to ``j 
 nonzero gathers the same row of H (from L1), with M rows of H fitting L2 or L3 the gathers come from there, and
 with M = n it is the real product. The gap between M = 1 and M = n is what the caches and memory cost; the time
 at M = 1 is the loop's own floor (its loads, multiply-adds and prefetches). Y = Â·H written, float32, the
-``numba`` kernel as ``train`` runs it (the far prefetch timed on the first calls), on ``--threads`` threads.
+``numba`` kernel as ``train`` runs it, on ``--threads`` threads.
 
     python benchmarks/spmm_floor.py --graph ../shared/datasets/soc-Slashdot0902/soc-Slashdot0902.txt.gz \
         --symmetrize --widths 16,64 --threads 1
@@ -45,15 +45,12 @@ def main() -> None:
                "load": os.getloadavg()[0]}
         for span in spans:
             indices = (a.indices % span).astype(np.int32)
-            bounds, choice = {}, csr_kernel.FarPrefetchChoice()
+            bounds: dict = {}
 
-            def product() -> None:
-                csr_kernel.add_product(a.indptr, indices, a.data, h, out, bounds, accumulate=False,
-                                       far_prefetch=choice)
+            def product(indices=indices, bounds=bounds) -> None:
+                csr_kernel.add_product(a.indptr, indices, a.data, h, out, bounds, accumulate=False)
 
-            # the far prefetch chosen before timing
-            while choice.decided(csr_kernel.far_prefetch_key(width, False)) is None:
-                product()
+            product()  # compiled before timing
             ms = median_of_round_medians(product, args.repeats, args.rounds)
             row[f"M={span}"] = {"ms": round(ms, 2), "ns_per_nonzero": round(ms * 1e6 / a.nnz, 2)}
         print(json.dumps(row), flush=True)

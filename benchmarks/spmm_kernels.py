@@ -7,9 +7,7 @@ dense``, int64 indices as ``--spmm-kernel torch`` stores them; ``torch32``:
 over the int32 arrays in place, what ``auto`` multiplies below ``csr_kernel.MIN_WIDTH`` columns),
 scipy CSR (``csr @ ndarray``), python-graphblas (``mxm`` with a full dense
 matrix; the optional extra ``bench``, not a dependency of distgcn) and distgcn's
-own kernel (``distgcn/kernels/csr.py``, ``--spmm-kernel numba``; ``numba-near``
-and ``numba-far``: the same loop with its far prefetch always off or always on;
-``numba`` itself, as in ``train``, times both on its first calls and keeps the faster), all on
+own kernel (``distgcn/kernels/csr.py``, ``--spmm-kernel numba``), all on
 ``--threads`` threads (scipy has one). The same run measures the
 machine's memory bandwidth (a copy over 512 MiB on ``--threads`` threads, numpy's one-thread copy beside it,
 and numpy's sum) and reports each kernel's effective bandwidth, as a share of the copy on the same threads, two
@@ -118,13 +116,6 @@ class Bandwidth:
                 "read_gbs": self.a.nbytes / self.read_s / 1e9}
 
 
-def far_note(row: dict) -> str:
-    """The far prefetch the ``numba`` row's product kept, as the table shows it."""
-    if "far_prefetch" not in row:
-        return ""
-    return {True: " (far prefetch)", False: " (near prefetch only)"}.get(row["far_prefetch"], " (still timing)")
-
-
 def traffic(a: sp.csr_matrix, width: int, itemsize: int) -> dict[str, int]:
     matrix = a.nnz * (itemsize + a.indices.itemsize) + a.indptr.nbytes
     rows_read = np.unique(a.indices).size
@@ -139,8 +130,7 @@ def main() -> None:
     parser.add_argument("--widths", default="16,64")
     parser.add_argument("--orders", default="natural,rcm")
     parser.add_argument("--kernels", default="torch,torch32,scipy,numba",
-                        help="comma list of torch, torch32, scipy, numba, numba-near, numba-far (far prefetch "
-                             "never / always) and graphblas (graphblas needs pip install -e '.[bench]')")
+                        help="comma list of torch, torch32, scipy, numba and graphblas (graphblas needs pip install -e '.[bench]')")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5, help="calls per kernel in each round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds over all kernels")
@@ -194,15 +184,9 @@ def main() -> None:
             if "graphblas" in kernels:
                 a_gb, h_gb = gb.io.from_scipy_sparse(a), gb.Matrix.from_dense(h)
                 candidates["graphblas"] = lambda: a_gb.mxm(h_gb, gb.semiring.plus_times).new()
-            choice = csr_kernel.FarPrefetchChoice()
             if "numba" in kernels:  # distgcn's kernel, writing Y as the owned block's product does
                 candidates["numba"] = partial(csr_kernel.add_product, a.indptr, a.indices, a.data, h, out, {},
-                                              accumulate=False, far_prefetch=choice)
-            for far in (False, True):
-                if f"numba-{'far' if far else 'near'}" in kernels:
-                    candidates[f"numba-{'far' if far else 'near'}"] = partial(
-                        csr_kernel.add_product, a.indptr, a.indices, a.data, h, out, {}, accumulate=False,
-                        far_prefetch=far)
+                                              accumulate=False)
             for kernel in [k for k in kernels if k in candidates]:  # each once: compiled, and right
                 result = candidates[kernel]()
                 result = out if result is None or isinstance(result, torch.Tensor) else result
@@ -220,8 +204,6 @@ def main() -> None:
                        "order_s": round(order_s, 3), "width": width, "kernel": kernel, "ms": round(seconds * 1e3, 2),
                        "best_round_ms": round(min(times) * 1e3, 2), "worst_round_ms": round(max(times) * 1e3, 2),
                        **{f"{k}_gbs": round(v / seconds / 1e9, 2) for k, v in moved.items()}}
-                if kernel == "numba":  # the far prefetch its timed first calls kept (None: still timing)
-                    row["far_prefetch"] = choice.decided(csr_kernel.far_prefetch_key(width, False))
                 rows.append(row)
     copy_gbs = bandwidth.gbs()["copy_gbs"]
     for row in rows:  # against the best copy of the whole run
@@ -246,7 +228,7 @@ def main() -> None:
              "| order | width | kernel | ms (median) | rounds: best, worst ms | compulsory GB/s | % "
              "| gathered GB/s | % |",
              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['order']} | {r['width']} | {r['kernel']}{far_note(r)} | {r['ms']} | {r['best_round_ms']}, "
+    lines += [f"| {r['order']} | {r['width']} | {r['kernel']} | {r['ms']} | {r['best_round_ms']}, "
               f"{r['worst_round_ms']} | {r['compulsory_gbs']} | {r['compulsory_pct']} | {r['gathered_gbs']} | "
               f"{r['gathered_pct']} |" for r in rows]
     (out_dir / f"spmm-{args.name}.md").write_text("\n".join(lines) + "\n")

@@ -33,13 +33,15 @@ DTYPES = ("float32", "float64")
 HALO_DTYPES = ("float32", "bfloat16", "float16")
 """What halo rows may travel as (``train.halo_dtype``)."""
 OPTIMIZERS = ("adam", "sgd")
-CONVS = ("gcn", "sage", "gat")
+MODELS = {"gcn": "model:GCN", "sage": "sage:GraphSAGE", "gat": "gat:GAT"}
+"""The models, each one line: ``--conv`` name -> "module:Class" in distgcn.nn (resolved by distgcn.nn.registry)."""
+CONVS = tuple(MODELS)
 """``train --conv``: the layer type (docs/models.md); every one aggregates over Â's pattern on the same halo plan."""
 FIRST_LAYERS = ("exact", "cached")
 """cached: Â·X once at setup, then a local first layer (dropout after the aggregation)."""
 COMMS = ("halo", "broadcast")
 KERNELS = ("auto", "torch", "scipy", "numba")
-"""Local SpMM kernels (``auto`` chooses by device: distgcn.kernels.sparse.choose_kernel)."""
+"""Local SpMM kernels (``auto`` chooses by device: distgcn.kernels.choose_product)."""
 BACKENDS = ("mpi", "gloo", "nccl")
 FEATURE_NORMS = ("row", "none")
 VERTEX_ORDERS = ("rcm", "natural")

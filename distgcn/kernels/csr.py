@@ -1,52 +1,40 @@
-"""A CSR × dense kernel of our own, near the memory bandwidth where every library falls short, on any number of
-threads.
+"""A CSR × dense kernel of our own, on any number of threads.
 
-Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. Four
-things make it fast (``benchmarks/spmm_kernels.py`` measures it against torch
-and scipy and as a share of the copy bandwidth; docs/performance.md):
-
-- the loop is compiled for its width, and a row's sums live in vector
-  registers (a stack array that never escapes, added to and written out in
-  whole vectors: :mod:`distgcn.kernels.llvm_intrinsics`);
-- the row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
-  for now, which the hardware prefetcher cannot guess; the row FAR_PREFETCH_AHEAD
-  places on may also be asked into L2, so that more rows are on their way than
-  L1 can track (where that pays depends on the processor: a matrix multiplied
-  every epoch times both ways on its first calls, :class:`FarPrefetchChoice`);
-- a written product (``accumulate=False``) of whole 64-byte rows is stored
-  around the caches, so no output line is first read;
-- positions and indices are unsigned, so no index is checked for a negative
-  value.
+Y = A·H gathers, for each nonzero A[i, j], row j of H into row i's sums. The
+loop is compiled for its width, and a row's sums live in vector registers (a
+stack array that never escapes, added to and written out in whole vectors:
+:mod:`distgcn.kernels.llvm_intrinsics`); the run-time-width loop that keeps
+them on the heap took 1.6-4x its time on Slashdot RCM, one thread, 16 and 64
+float32 columns (``benchmarks/kernel_ablation.py``, switch ``stack_sums``).
+The row of H that the nonzero PREFETCH_AHEAD places on will gather is asked
+for now, which the hardware prefetcher cannot guess.
 
 With more threads the rows are cut into blocks of about equal work
 (nonzeros plus one per row, :func:`row_blocks`) that each thread claims from a
-shared counter whenever it finishes one. Equal nonzeros are not equal time (a
-row costs 4-6 nonzeros' time with H in cache, less than one when its rows
-come from memory), and numba's ``prange`` hands its iterations out before the
-loop starts, so a static split leaves one thread waiting for the other. Every
+shared counter whenever it finishes one: equal nonzeros are not equal time,
+and numba's ``prange`` hands its iterations out before the loop starts. Every
 output row is summed by one thread, in the order of its nonzeros, one fused
 multiply-add at a time, so the result is the same bits whatever the number
 of threads, whichever thread takes a block and whichever loop runs.
 
 A row of at most 64 bytes (16 float32 or 8 float64 columns) fits one vector
-register, and summed as one chain each multiply-add waits for the last
-(4-5 cycles). Such rows are summed in two chains instead: the nonzeros at
-even positions of the row (0, 2, 4, ...) and those at odd positions, each in
-order, then the odd sum added to the even one: a fixed order, so still the
-same bits on any number of threads (Slashdot RCM, one thread, 16 columns:
-0.87x the one-chain loop's time, ``benchmarks/spmm_ab.py``). Wider rows
-already sum in several independent chains (one per vector), so they keep
-one chain.
+register, and is summed in two chains: the nonzeros at even positions of the
+row (0, 2, 4, ...) and those at odd positions, each in order, then the odd
+sum added to the even one (a fixed order, so still the same bits on any
+number of threads). Wider rows already sum in several independent chains
+(one per vector) and keep one chain.
+
+Each of these is a switch of :mod:`distgcn.kernels.tricks`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from functools import cache
 
 import numpy as np
 
+from distgcn.kernels import tricks as switches
 from distgcn.runtime.threads import follow_torch_threads
 
 MIN_WIDTH = 8
@@ -58,28 +46,9 @@ gets its own compiled loop (numba caches each on disk like any other; first call
 wider rows use one loop that reads the width at run time and keeps its sums on the heap, 1.7-2x slower at 64
 columns."""
 PREFETCH_AHEAD = 16
-"""The loop asks for the row of H that the nonzero this many places ahead gathers, which the hardware prefetcher
-cannot guess: 1.3-1.5x faster than no prefetch (Slashdot RCM, 64 columns, ``benchmarks/spmm_kernels.py``)."""
-FAR_PREFETCH_AHEAD = 128
-"""Where H has FAR_PREFETCH_MIN_BYTES or more, the loop also asks for the row of H this many nonzeros ahead, into
-L2 only: L1 tracks too few outstanding misses for rows that come from L3 or memory (the 10^6 R-MAT, 64 columns,
-one thread: 149 -> 79 ms, ``benchmarks/spmm_kernels.py``)."""
-FAR_PREFETCH_MIN_BYTES = 12 * 2**20
-"""The smallest H (rows x width x item size) a product without a :class:`FarPrefetchChoice` takes the far prefetch
-for: a smaller H mostly stays in the last-level cache, where the far prefetch costs time (Slashdot RCM, one
-thread, 16 columns: 1.67 -> 1.85 ms)."""
-FAR_PREFETCH_TRIALS = 3
-"""Timed calls of each variant in a round of a :class:`FarPrefetchChoice`'s trials (the first round after one
-untimed call of each). The choice is timed because whether the far prefetch pays depends on the processor as much
-as on H: on some processors it is faster below FAR_PREFETCH_MIN_BYTES and slower above."""
-FAR_PREFETCH_CLEAR_MARGIN = 0.10
-"""After a round, the faster variant is kept if the other's fastest call took this much longer than its own;
-otherwise another round is timed. On a quiet machine the two variants differ by 10-35 % where the choice matters;
-in a spell when every call runs slower the gap shrinks to a few percent, and a choice made from one round inside
-it could keep the slower loop."""
-FAR_PREFETCH_MOST_TRIALS = 12
-"""Timed calls of each variant after which the faster fastest call is kept however close the two are: variants
-that close cost about the same, so timing them longer would gain nothing."""
+"""The loop asks for the row of H that the nonzero this many places ahead gathers, into L1: the hardware prefetcher
+cannot guess it. Slashdot RCM, one thread, 64 float32 columns: 1.29x faster than without (16 columns: 0.93x;
+``benchmarks/kernel_ablation.py``, switch ``prefetch``)."""
 BLOCKS_PER_THREAD = 4
 """Row blocks per thread, claimed one at a time: enough that a thread slowed by a costlier block or by another
 process leaves the rest to the others (4, 8 and 16 were alike: Slashdot RCM, two threads)."""
@@ -90,8 +59,9 @@ so every loop here gives the same bits."""
 
 
 @cache
-def _compiled(width: int = 0):
-    """The product for ``width`` columns, compiled for it; 0: any width, read at run time."""
+def _compiled(width: int = 0, two_chains: bool = True, prefetch: bool = True):
+    """The product for ``width`` columns, compiled for it (0: any width, read at run time), with or without the
+    two chains and the prefetch (:class:`~distgcn.kernels.tricks.Tricks`)."""
     import numba  # imported on first use: compiling costs ~1 s per process and dtype, so only runs that need it pay
 
     from distgcn.kernels import (
@@ -100,16 +70,13 @@ def _compiled(width: int = 0):
     # every process, or numba's cache never finds the loop again (intrinsic objects do not)
 
     ahead = np.uint64(PREFETCH_AHEAD)
-    far_ahead = np.uint64(FAR_PREFETCH_AHEAD)
     one, two = np.uint64(1), np.uint64(2)
     intrinsics = llvm.SOURCE_DIGEST
 
     # One function: a parallel kernel that called another compiled closure missed numba's cache (5 s per process).
-    # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value. Positions in
-    # ``indices`` and ``data`` are unsigned, and so are the indices (a uint32 view): numba then checks no index for
-    # a negative value (with H cache-resident, 1.2x faster than signed).
+    # ``width`` is a constant of the closure, so numba compiles (and caches) one loop per value.
     @numba.njit(parallel=True, fastmath=EXACT_SUMS, nogil=True, cache=True)
-    def csr_product(indptr, indices, data, dense, out, bounds, workers, next_block, accumulate, stream, far):
+    def csr_product(indptr, indices, data, dense, out, bounds, workers, next_block, accumulate):
         llvm.keyed_to(intrinsics)  # compiled again when an intrinsic changes
         end_of_indices = np.uint64(indices.shape[0])
         blocks = bounds.shape[0] - 1
@@ -118,7 +85,7 @@ def _compiled(width: int = 0):
             # which hid these constants from the compiler (the line loop then divided at every nonzero)
             columns = width if width else out.shape[1]
             line = llvm.items_per_line(dense)
-            paired = columns <= line  # a row's sums fit one 64-byte vector: two chains (the module's docstring)
+            paired = two_chains and columns <= line  # a row's sums fit one 64-byte vector: two chains (docstring)
             step = two if paired else one  # nonzeros a pass of the loop below takes
             if width:  # fixed sizes on the stack: the compiler keeps them in registers
                 sums = llvm.stack_buffer(width, out.dtype)
@@ -137,10 +104,7 @@ def _compiled(width: int = 0):
                     k, end = np.uint64(indptr[i]), np.uint64(indptr[i + 1])
                     while k < end:  # paired: nonzero k into acc, k + 1 (if the row has it) into odd_acc
                         for p in range(k, k + step):  # p past the row's end: the next row's prefetches, made twice
-                            if far and p + far_ahead < end_of_indices:
-                                for c in range(0, columns, line):
-                                    llvm.prefetch(dense, indices[p + far_ahead], c, 1)  # into L2
-                            if p + ahead < end_of_indices:
+                            if prefetch and p + ahead < end_of_indices:
                                 for c in range(0, columns, line):
                                     llvm.prefetch(dense, indices[p + ahead], c, 3)  # into L1
                         if width:
@@ -161,8 +125,6 @@ def _compiled(width: int = 0):
                     if width:  # whole vectors: read item by item, the registers were split at every row's end
                         if accumulate:
                             llvm.write_row(out, i, sums, width, True)
-                        elif stream:
-                            llvm.stream_row(out, i, sums, width)
                         else:
                             llvm.write_row(out, i, sums, width, False)
                     elif accumulate:
@@ -172,8 +134,6 @@ def _compiled(width: int = 0):
                         for c in range(columns):
                             out[i, c] = acc[c]
                 b = llvm.claim_next(next_block)
-            if stream:
-                llvm.store_fence()
 
     return csr_product
 
@@ -255,55 +215,6 @@ def column_blocks(indices: np.ndarray, columns: int, blocks: int) -> np.ndarray:
     return np.concatenate(([0], inner, [columns])).astype(np.int64)
 
 
-class FarPrefetchChoice:
-    """Whether one matrix's products take the far prefetch, learnt by timing both on its first calls.
-
-    A matrix multiplied every epoch (a rank's blocks) runs each variant once untimed, then rounds of
-    FAR_PREFETCH_TRIALS timed calls of each (in the order of :meth:`next_trial`) until one variant's fastest call
-    is clearly faster (FAR_PREFETCH_CLEAR_MARGIN) or FAR_PREFETCH_MOST_TRIALS are timed; from then on it runs the
-    one whose fastest call was faster: for each width, accumulate or write, and thread count apart. Fastest calls,
-    because a call can only be slowed by what else the host does; further rounds, because a slow spell of the
-    host brings the two variants' times together, and a choice made inside one holds after it. Both variants give
-    the same bits (the prefetch only asks for rows early), so the choice changes the speed, never the result.
-    """
-
-    def __init__(self) -> None:
-        self._seconds: dict[tuple[int, bool, int], dict[bool, list[float]]] = {}
-        self._chosen: dict[tuple[int, bool, int], bool] = {}
-
-    def decided(self, key: tuple[int, bool, int]) -> bool | None:
-        """The variant kept for ``key`` (width, accumulate, threads), or None while it is still being timed."""
-        return self._chosen.get(key)
-
-    def next_trial(self, key: tuple[int, bool, int]) -> bool:
-        """The variant to time next, in the order near, far, far, near (repeated). A matrix's calls often alternate
-        between two contexts, e.g. layer 0's product in training and again in evaluation every epoch, which leave
-        different data in the caches; in this order each variant's timed calls fall in both contexts, where plain
-        turns would time each variant in one only and could keep the slower."""
-        seconds = self._seconds.setdefault(key, {False: [], True: []})
-        return (len(seconds[False]) + len(seconds[True])) % 4 in (1, 2)
-
-    def record(self, key: tuple[int, bool, int], far: bool, seconds: float) -> None:
-        """One call's time; at the end of a round of trials, keep the faster variant if it is clearly faster or
-        the trials are used up."""
-        samples = self._seconds[key]
-        samples[far].append(seconds)
-        timed = len(samples[far]) - 1  # the first call of each variant is untimed
-        if timed < 1 or timed % FAR_PREFETCH_TRIALS or len(samples[not far]) != len(samples[far]):
-            return  # within a round
-        near, with_far = (min(samples[variant][1:]) for variant in (False, True))
-        if max(near, with_far) >= (1 + FAR_PREFETCH_CLEAR_MARGIN) * min(near, with_far) \
-                or timed >= FAR_PREFETCH_MOST_TRIALS:
-            self._chosen[key] = with_far < near
-            del self._seconds[key]
-
-
-def far_prefetch_key(width: int, accumulate: bool) -> tuple[int, bool, int]:
-    """What a :class:`FarPrefetchChoice` times apart: a product's width, accumulate or write, and the thread count
-    it runs on now."""
-    return width, accumulate, threads()
-
-
 def compiled_width(width: int, itemsize: int) -> int:
     """The width the loop for ``width`` columns of ``itemsize`` bytes is compiled for: its own, or 0 (read at run
     time) where the sums would not fit STACK_ACCUMULATOR_BYTES."""
@@ -311,44 +222,27 @@ def compiled_width(width: int, itemsize: int) -> int:
 
 
 def add_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
-                out: np.ndarray, bounds_cache: dict[int, np.ndarray] | None = None, accumulate: bool = True,
-                far_prefetch: bool | FarPrefetchChoice | None = None) -> None:
+                out: np.ndarray, bounds_cache: dict | None = None, accumulate: bool = True) -> None:
     """out += CSR(indptr, indices, data) @ dense in place (``accumulate=False``: out = ..., so ``out`` may start
     uninitialised and is not read); data/dense/out of one dtype, ``out`` C-contiguous (``dense`` is made so).
 
-    ``bounds_cache`` keeps the matrix's row blocks per thread count, for a matrix multiplied again and again.
-    ``far_prefetch``: the far prefetch on or off; a :class:`FarPrefetchChoice` kept with the matrix: whichever
-    its timed first calls found faster; None: on where ``dense`` has FAR_PREFETCH_MIN_BYTES or more.
+    ``bounds_cache`` keeps the matrix's row blocks per thread count (and blocks per thread), for a matrix multiplied
+    again and again.
     """
-    if not out.flags.c_contiguous:  # the loop adds and streams whole rows at their addresses
+    if not out.flags.c_contiguous:  # the loop writes whole rows at their addresses
         raise ValueError(f"out must be C-contiguous (strides {out.strides} for shape {out.shape})")
     dense = np.ascontiguousarray(dense)
+    tricks = switches.TRICKS
     cache = {} if bounds_cache is None else bounds_cache
     count = threads()
-    bounds = cache.get(count)
+    per_thread = BLOCKS_PER_THREAD if tricks.claimed_blocks else 1
+    bounds = cache.get((count, per_thread))
     if bounds is None:
-        bounds = cache[count] = row_blocks(indptr, count * BLOCKS_PER_THREAD)
-    width = compiled_width(dense.shape[1], out.itemsize)
-    # A written product of whole 64-byte rows from a 64-byte boundary is stored around the caches
-    stream = not accumulate and width > 0 and (width * out.itemsize) % 64 == 0 and out.ctypes.data % 64 == 0
-    compiled, unsigned_indices = _compiled(width), _unsigned(indices)
-
-    def product(far: bool) -> None:
-        next_block = np.zeros(1, dtype=np.int64)  # the counter the workers claim blocks from: fresh for each call
-        compiled(indptr, unsigned_indices, data, dense, out, bounds, count, next_block, accumulate, stream, far)
-
-    if not isinstance(far_prefetch, FarPrefetchChoice):
-        product(dense.nbytes >= FAR_PREFETCH_MIN_BYTES if far_prefetch is None else far_prefetch)
-        return
-    key = far_prefetch_key(dense.shape[1], accumulate)
-    far = far_prefetch.decided(key)
-    if far is None:  # still timing both variants
-        far = far_prefetch.next_trial(key)
-        start = time.perf_counter()
-        product(far)
-        far_prefetch.record(key, far, time.perf_counter() - start)
-    else:
-        product(far)
+        bounds = cache[count, per_thread] = row_blocks(indptr, count * per_thread)
+    width = compiled_width(dense.shape[1], out.itemsize) if tricks.stack_sums else 0
+    next_block = np.zeros(1, dtype=np.int64)  # the counter the workers claim blocks from: fresh for each call
+    _compiled(width, tricks.two_chains, tricks.prefetch)(indptr, indices, data, dense, out, bounds, count, next_block,
+                                                         accumulate)
 
 
 def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dense: np.ndarray,
@@ -365,13 +259,9 @@ def add_transpose_product(indptr: np.ndarray, indices: np.ndarray, data: np.ndar
     bounds = cache.get(count)
     if bounds is None:  # one block per thread: each block walks every row, so more blocks cost more
         bounds = cache[count] = column_blocks(indices, out.shape[0], count)
-    width = compiled_width(dense.shape[1], out.itemsize)
-    _compiled_transpose(width)(indptr, _unsigned(indices), data, dense, out, bounds)
-
-
-def _unsigned(indices: np.ndarray) -> np.ndarray:
-    """The same column indices as unsigned integers (a view): the loop then checks none for a negative value."""
-    return indices.view(np.dtype(f"u{indices.itemsize}"))
+    tricks = switches.TRICKS
+    width = compiled_width(dense.shape[1], out.itemsize) if tricks.stack_sums else 0
+    _compiled_transpose(width)(indptr, indices, data, dense, out, bounds)
 
 
 def compile_now(dtype: np.dtype, widths: Iterable[int] = (), transpose: bool = False) -> None:
@@ -381,9 +271,8 @@ def compile_now(dtype: np.dtype, widths: Iterable[int] = (), transpose: bool = F
     so no width allocates anything: the memory check that follows may still refuse a model too wide for the rank."""
     no_rows = np.zeros(1, dtype=np.int32)
     dense = np.zeros((1, 1), dtype=dtype)
-    nothing = (no_rows, _unsigned(no_rows[:0]), dense[0, :0], dense, np.zeros((0, 1), dtype=dtype),
-               np.zeros(2, dtype=np.int64))
+    nothing = (no_rows, no_rows[:0], dense[0, :0], dense, np.zeros((0, 1), dtype=dtype), np.zeros(2, dtype=np.int64))
     for width in sorted({compiled_width(w, dense.itemsize) for w in widths if w >= MIN_WIDTH}):
-        _compiled(width)(*nothing, 1, np.zeros(1, dtype=np.int64), False, False, False)
+        _compiled(width)(*nothing, 1, np.zeros(1, dtype=np.int64), False)
         if transpose:
             _compiled_transpose(width)(*nothing)

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from distgcn.hashing import GOLDEN
+from distgcn.kernels import keep_threshold
 from distgcn.kernels.csr import STACK_ACCUMULATOR_BYTES, compiled_width
 from distgcn.runtime.threads import follow_torch_threads
 
@@ -44,11 +45,6 @@ def _loops():
     from distgcn.kernels import dropout_loops
 
     return dropout_loops
-
-
-def keep_threshold(p: float) -> int:
-    """The 16-bit lane value at and above which an entry is kept (as in keyed_keep_mask)."""
-    return min(65535, round(p * 65536))
 
 
 def masked_scale(x: np.ndarray, row_ids: np.ndarray, p: float, key: int, out: np.ndarray) -> np.ndarray:

@@ -6,14 +6,10 @@
   stored it again. An array on the stack that never escapes is promoted to
   vector registers (one zmm per 16 float32 columns on AVX-512).
 - :func:`prefetch`: ``llvm.prefetch`` for the cache line holding one entry
-  of a 2D array, into every cache level or into L2 only. The rows of H a
-  product gathers are known a few nonzeros ahead (the column indices), but
-  not to the hardware prefetcher.
+  of a 2D array. The rows of H a product gathers are known a few nonzeros
+  ahead (the column indices), but not to the hardware prefetcher.
 - :func:`items_per_line`: a cache line's items, known when the loop is
   compiled (numba reads an array's itemsize at run time).
-- :func:`stream_row` and :func:`store_fence`: non-temporal stores of a
-  finished output row. A plain store first reads the line it overwrites
-  (read for ownership): a third more traffic for an output written once.
 - :func:`write_row`: a finished row stored, or added, into the output in
   whole vectors. Read one item at a time, the registers a row was summed in
   were taken apart into items at the end of every row, whichever way it was
@@ -118,41 +114,6 @@ def prefetch(typingctx, array, row, column, locality):
 
 
 @intrinsic
-def stream_row(typingctx, out, row, source, count):
-    """out[row, :count] = source[:count] with non-temporal, 64-byte-aligned vector stores (plain stores for the
-    items after the last whole 64 bytes).
-
-    ``count`` is a compile-time constant. The caller guarantees that ``out`` is C-contiguous and ``out[row, 0]``
-    lies on a 64-byte boundary: the stores assume it. Call :func:`store_fence` before another thread reads the
-    rows.
-    """
-    if not (isinstance(out, types.Array) and out.ndim == 2 and out.layout == "C" and isinstance(source, types.CPointer)
-            and isinstance(count, types.IntegerLiteral) and source.dtype == out.dtype):
-        return None
-    items = count.literal_value
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        item_type = context.get_data_type(array_type.dtype)
-        lanes = 64 // context.get_abi_sizeof(item_type)
-        vector = ir.VectorType(item_type, lanes)
-        target = _row_start(context, builder, array_type, args[0], args[1], signature.args[1])
-        nontemporal = builder.module.add_metadata([ir.Constant(_I32, 1)])
-        whole = items - items % lanes
-        for start in range(0, whole, lanes):
-            value = builder.load(builder.bitcast(cgutils.gep(builder, args[2], start), vector.as_pointer()),
-                                 align=context.get_abi_sizeof(item_type))
-            store = builder.store(value, builder.bitcast(cgutils.gep(builder, target, start), vector.as_pointer()),
-                                  align=64)
-            store.set_metadata("nontemporal", nontemporal)
-        for item in range(whole, items):
-            builder.store(builder.load(cgutils.gep(builder, args[2], item)), cgutils.gep(builder, target, item))
-        return context.get_dummy_value()
-
-    return types.void(out, row, source, count), codegen
-
-
-@intrinsic
 def write_row(typingctx, out, row, source, count, add):
     """out[row, :count] = source[:count] (``add`` False) or += source[:count] (True), in whole vectors (64 bytes,
     then narrower ones for the last items); any alignment.
@@ -203,17 +164,6 @@ def add_row_into(typingctx, sums, other, count):
         return context.get_dummy_value()
 
     return types.void(sums, other, count), codegen
-
-
-@intrinsic
-def store_fence(typingctx):
-    """Order this thread's earlier stores, non-temporal ones included, before anything it does next."""
-
-    def codegen(context, builder, signature, args):
-        builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return types.void(), codegen
 
 
 @intrinsic

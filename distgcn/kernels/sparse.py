@@ -1,22 +1,23 @@
 """The local sparse × dense products (``train --spmm-kernel``): one class per kernel, one interface.
 
 A :class:`SparseBlock` holds one CSR block of Â in the form its kernel wants
-and writes its product with a dense tensor into an output, or adds it there. The distributed
-SpMM takes its block class from :data:`BLOCKS` once, by the kernel's name,
-and never asks which kernel it has. A new kernel is a subclass here, an entry
-in :data:`BLOCKS` and, if ``auto`` should pick it, a rule in :func:`choose_kernel`.
+and writes its product with a dense tensor into an output, or adds it there.
+The distributed SpMM gets its blocks from :meth:`distgcn.kernels.Kernels.sparse_block`
+and never asks which kernel it has. A new kernel is a subclass here and an
+entry in :data:`distgcn.kernels.PRODUCTS`.
 """
 
 from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-from distgcn.config import ConfigError
+from distgcn.kernels import PRODUCTS
 from distgcn.kernels import csr as csr_kernel
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
@@ -46,6 +47,11 @@ class SparseBlock(ABC):
     @abstractmethod
     def _add_transpose_product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out += blockᵀ @ dense, for a block with entries."""
+
+    @classmethod
+    def warm_up(cls, dtype: np.dtype, widths: Iterable[int], transposes: bool) -> None:
+        """Compile this kernel's loops for ``dtype`` and ``widths`` (and with ``transposes`` its transpose
+        products) before a rank's arrays exist; nothing for a kernel without loops of its own."""
 
     def product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         """out = block @ dense: the first product into a fresh buffer, which then needs no zeroing pass."""
@@ -125,12 +131,14 @@ class NumbaBlock(ScipyBlock):
         """Row blocks per thread count (csr_kernel.row_blocks)."""
         self.column_bounds: dict[int, np.ndarray] = {}
         """Column blocks per thread count, for the transpose product (csr_kernel.column_blocks)."""
-        self.far_prefetch = csr_kernel.FarPrefetchChoice()
-        """Whether the product takes the far prefetch, timed on this block's first products."""
         m = self.matrix  # scipy keeps indptr and indices of one dtype, as torch needs
         self.view = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
                                             torch.from_numpy(m.data), size=m.shape, check_invariants=False)
         """The same arrays as a torch CSR tensor (no copy)."""
+
+    @classmethod
+    def warm_up(cls, dtype: np.dtype, widths: Iterable[int], transposes: bool) -> None:
+        csr_kernel.compile_now(dtype, widths, transpose=transposes)
 
     def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         if dense.shape[1] < csr_kernel.MIN_WIDTH:
@@ -155,26 +163,8 @@ class NumbaBlock(ScipyBlock):
     def _loop(self, out: torch.Tensor, dense: torch.Tensor, accumulate: bool) -> None:
         m = self.matrix
         csr_kernel.add_product(m.indptr, m.indices, m.data, dense.detach().contiguous().numpy(), out.numpy(),
-                               self.bounds, accumulate, self.far_prefetch)
+                               self.bounds, accumulate)
 
 
-BLOCKS: dict[str, type[SparseBlock]] = {"torch": TorchBlock, "scipy": ScipyBlock, "numba": NumbaBlock}
-"""The block class of each kernel that :func:`choose_kernel` can return (config.KERNELS: these and ``auto``)."""
-
-
-def choose_kernel(kernel: str, device: torch.device = torch.device("cpu")) -> str:
-    """``auto``: ``numba`` on the CPU (our loop for products of 8 columns or more, torch's CSR product on
-    int32 indices below, on every thread given), torch's on a GPU.
-
-    Measured in ``benchmarks/spmm_kernels.py``: from 8 columns our loop was faster than
-    every library (at 64 columns several times torch's product and scipy's), and torch's product on int32 indices
-    about as fast below.
-    """
-    if device.type != "cpu":
-        if kernel in ("scipy", "numba"):
-            raise ConfigError("compute.spmm_kernel",
-                              f"{{compute.spmm_kernel}} {kernel} runs on the CPU only; the tensors are on {device}")
-        return "torch"
-    if kernel == "auto":
-        return "numba"
-    return kernel
+BLOCKS: dict[str, type[SparseBlock]] = {name: globals()[kernel.block_class] for name, kernel in PRODUCTS.items()}
+"""The block class of each product kernel (:data:`distgcn.kernels.PRODUCTS`)."""

@@ -21,8 +21,8 @@ import argparse
 import math
 from dataclasses import asdict, dataclass
 
-from distgcn.config import ModelConfig, attention_heads
-from distgcn.memory.prediction import ITEMSIZE, ShardSizes, exchanged_width, predict
+from distgcn.config import ModelConfig
+from distgcn.memory.prediction import ITEMSIZE, ShardSizes, predict
 
 SHARD_FEATURE_ITEMSIZE = 4
 """Loaders and the synthetic generator store features as float32 (distgcn/data)."""
@@ -127,21 +127,14 @@ def partitioning_bytes(spec: GraphSpec) -> dict[str, int]:
 
 
 def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> list[int]:
-    """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them.
-
-    GCN and GraphSAGE: the training forward pass exchanges once per layer; the backward pass once per layer
-    whose SpMM input needs a gradient: every layer but the first, and the first too when it multiplies X by W
-    first (the narrower side, model.py, sage.py); the evaluation forward pass once per layer again. GAT:
-    every layer's z (K heads x out columns) forward, its gradient backward, and forward again to evaluate.
+    """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them: what
+    the layer type declares (:meth:`distgcn.nn.model.LayerStack.epoch_exchange_widths`).
     """
-    widths = model.widths(features, classes)
-    layers = list(zip(widths[:-1], widths[1:]))
-    if model.conv == "gat":
-        heads = attention_heads(len(layers), model.heads, model.output_heads)
-        return [k * b for k, (_, b) in zip(heads, layers)] * 3
-    forward = [exchanged_width(a, b) for a, b in layers]
-    backward = [exchanged_width(a, b) for i, (a, b) in enumerate(layers) if i > 0 or b < a]
-    return forward + backward + forward
+    from distgcn.nn.registry import (
+        model_class,  # imports torch: only when a prediction is made
+    )
+
+    return model_class(model.conv).epoch_exchange_widths(model, model.widths(features, classes))
 
 
 def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:

@@ -28,15 +28,16 @@ copying from the shard's arrays (same dtype) are counted once.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from distgcn.config import ConfigError, ModelConfig, attention_heads
+from distgcn.config import ConfigError, ModelConfig
 from distgcn.errors import InputError
 from distgcn.io.limits import available_bytes
 from distgcn.io.npy_files import read_npy_header, read_npz
+from distgcn.kernels import ProductKernel, choose_product
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
@@ -118,90 +119,23 @@ def shard_sizes(path: str | Path) -> ShardSizes:
         raise InputError(f"not a distgcn shard ({exc})", path=path) from None
 
 
-def exchanged_width(fan_in: int, fan_out: int) -> int:
-    """Columns a layer's SpMM carries: it multiplies by the narrower side first (model.py)."""
-    return min(fan_in, fan_out)
-
-
-def _activations(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
-    """Peak bytes of activations and their gradients over one training step of ``n`` rows (model.py).
-
-    What the forward pass keeps: per layer its ReLU output (the logits on the
-    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
-    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
-    (not the input's). The peak is the backward pass's: all of that plus an
-    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
-    forward transient exceeds it: a layer's products and the temporary take at
-    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
-    on top of no more than the forward pass keeps in the end.
-    """
-    saved = 0
-    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
-            mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
-            saved += mask + n * a * s
-        saved += n * b * s
-    return saved + 3 * n * max(widths[1:]) * s
-
-
 def scipy_index_bytes(sizes: ShardSizes) -> int:
     """Bytes of one index in a scipy CSR block of this shard: int32 where every column and row pointer fits."""
     return 4 if max(sizes.rows + sizes.halo_rows, sizes.nnz_owned + sizes.nnz_halo) < 2**31 else _INDEX
 
 
-def adjacency_bytes(sizes: ShardSizes, s: int, kernel: str) -> int:
-    """Â's blocks in ``kernel``'s form (spmm_kernels.py): scipy and numba keep int32 indices where they fit."""
+def adjacency_bytes(sizes: ShardSizes, s: int, product: ProductKernel) -> int:
+    """Â's blocks in the form ``product`` keeps them (:data:`distgcn.kernels.PRODUCTS`): int32 indices where
+    they fit, or int64; the halo blocks' transposes where it builds them."""
     n, h = sizes.rows, sizes.halo_rows
-    index = _INDEX if kernel == "torch" else scipy_index_bytes(sizes)
+    index = scipy_index_bytes(sizes) if product.int32_indices else _INDEX
     owned = (n + 1) * index + sizes.nnz_owned * (index + s)
     halo = sizes.senders * (n + 1) * index + sizes.nnz_halo * (index + s)
     total = owned + halo
     if not sizes.owned_symmetric:
         total += owned
-    if kernel == "torch":  # each halo block's transpose, built on the first backward pass
+    if product.builds_transposes:  # each halo block's transpose, built on the first backward pass
         total += (h + sizes.senders) * _INDEX + sizes.nnz_halo * (_INDEX + s)
-    return total
-
-
-def _sage_activations(n: int, widths: list[int], s: int, dropout: float, root_weight: bool) -> int:
-    """GraphSAGE's saved activations (sage.py), per layer: dropout(H) where a product reads it (W_self, or
-    W_neigh before the mean when b < a) and dropout made a copy, the mean's output where W_neigh multiplies
-    it afterwards (b >= a), and the output; plus the widest transient, as the GCN's."""
-    saved = 0
-    for a, b in zip(widths[:-1], widths[1:]):
-        if dropout > 0 and (root_weight or b < a):
-            saved += n * a
-        saved += (n * a if b >= a else 0) + n * b
-    return (saved + 3 * n * max(widths[1:])) * s
-
-
-def _gat_activations(n: int, halo: int, edges: int, widths: list[int], heads: list[int], s: int,
-                     dropout: float, attention_dropout: float) -> int:
-    """GAT's saved activations (gat.py), per layer: dropout(X) where dropout made a copy (layer 0), [z; halo
-    rows of z], ELU's input and the next layer's input (dropped or not) after a hidden layer (the logits after
-    the last), and per edge and head four values (the score sum, exp, the row sums it divides by, α), five
-    with attention dropout (measured: tests/memory/test_memory_model.py counts what autograd saves).
-    The edge sum keeps no gathered row per edge (_EdgeWeightedSum). Backward adds, at the widest layer, four
-    edge-by-head gradients, three gradients of [z; halo rows] and two 16 MiB slices of gathered rows."""
-    saved, widest = 0, 0
-    last = len(widths) - 2
-    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        fan_in = a if layer == 0 else a * heads[layer - 1]
-        k = heads[layer]
-        saved += (n * fan_in if dropout > 0 and layer == 0 else 0) + (n + halo) * k * b
-        saved += n * b if layer == last else 2 * n * k * b
-        saved += (5 if attention_dropout > 0 else 4) * edges * k
-        widest = max(widest, 4 * edges * k + 3 * (n + halo) * k * b)
-    return (saved + widest) * s + 2 * (1 << 24)
-
-
-def _gat_parameters(widths: list[int], heads: list[int]) -> int:
-    """W (in x K·out), a_src and a_dst (K x out) and the bias, per layer (gat.gat_parameters)."""
-    total = 0
-    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        fan_in = a if layer == 0 else a * heads[layer - 1]
-        k = heads[layer]
-        total += fan_in * k * b + 2 * k * b + (b if layer == len(widths) - 2 else k * b)
     return total
 
 
@@ -209,33 +143,24 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     """Predicted peak bytes of one rank, by term; ``total`` is what the device (or the CPU process) needs.
 
     ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
-    ``model.conv`` picks the layer type's terms (docs/models.md): GraphSAGE holds D⁻¹A (Â's pattern less
-    the diagonal, never symmetric) instead of Â; GAT holds no kernel copy of Â but its edges as int64 lists.
-    Not counted: the libraries themselves (torch, numpy, scipy, MPI, numba's kernels: about 370 MiB of a CPU rank).
+    The class ``model.conv`` names declares the layer type's terms (:meth:`distgcn.nn.model.LayerStack.memory_terms`,
+    docs/models.md): GraphSAGE holds D⁻¹A (Â's pattern less the diagonal, never symmetric) instead of Â; GAT holds
+    no kernel copy of Â but its edges as int64 lists. Not counted: the libraries themselves (torch, numpy, scipy,
+    MPI, numba's kernels: about 370 MiB of a CPU rank).
     """
+    from distgcn.nn.registry import (
+        model_class,  # imports torch: only when a prediction is made
+    )
+
     s = ITEMSIZE[model.dtype]
     n, h, r = sizes.rows, sizes.halo_rows, sizes.rows_sent
     widths = model.widths(sizes.features, sizes.classes)
-    edges = sizes.nnz_owned + sizes.nnz_halo
-    if kernel == "auto":
-        kernel = "torch" if on_gpu else "numba"
-    if model.conv == "gat":
-        heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
-        params = _gat_parameters(widths, heads)
-        exchanged = {k * b for k, b in zip(heads, widths[1:])}
-        adjacency = edges * 4 * _INDEX  # dst, src (torch) and their global ids (numpy)
-        activations = _gat_activations(n, h, edges, widths, heads, s, model.dropout, model.attention_p)
-    else:
-        layers = zip(widths[:-1], widths[1:])
-        params = sum(a * b * (2 if model.conv == "sage" and model.root_weight else 1) + b for a, b in layers)
-        exchanged = {exchanged_width(a, b) for a, b in zip(widths[:-1], widths[1:])}
-        if model.conv == "sage":
-            mean = replace(sizes, nnz_owned=max(0, sizes.nnz_owned - n), owned_symmetric=False)
-            adjacency = adjacency_bytes(mean, s, kernel)
-            activations = _sage_activations(n, widths, s, model.dropout, model.root_weight)
-        else:
-            adjacency = adjacency_bytes(sizes, s, kernel)
-            activations = _activations(n, widths, s, model.dropout, on_gpu)
+    product = choose_product(kernel, "cuda" if on_gpu else "cpu")
+    layer_type = model_class(model.conv)
+    declared = layer_type.memory_terms(sizes, model, widths, s, on_gpu, lambda blocks: adjacency_bytes(blocks, s,
+                                                                                                        product))
+    params, exchanged = declared["parameters"], declared["exchanged"]
+    adjacency, activations = declared["adjacency"], declared["activations"]
     terms = {
         "adjacency": adjacency,
         "features": n * sizes.features * s,
@@ -253,8 +178,8 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         + (sizes.nnz_owned + sizes.nnz_halo) * sizes.adjacency_itemsize \
         + n * sizes.features * sizes.feature_itemsize + n * (2 * _INDEX + 3) + (h + r) * _INDEX
     shared = (n * sizes.features * s if sizes.feature_itemsize == s else 0) \
-        + (sizes.nnz_owned * s if model.conv == "gcn" and kernel == "torch" and sizes.adjacency_itemsize == s
-           else 0) + n * 3 + r * _INDEX
+        + (sizes.nnz_owned * s if layer_type.keeps_shard_adjacency and product.reads_shard_values
+           and sizes.adjacency_itemsize == s else 0) + n * 3 + r * _INDEX
     terms["shard"] = shard - shared
     terms["total"] = sum(terms.values())
     return terms

@@ -18,9 +18,10 @@ from distgcn.hashing import (
     mix64_inplace,
     mix64_int64_inplace,
 )
-from distgcn.kernels import dropout as dropout_kernel
+from distgcn.kernels import keep_threshold, kernels_for
 from distgcn.kernels import kept_buffers as activation_buffers
 from distgcn.kernels.dense import matmul, times_weight, weight_gradient
+from distgcn.nn.relu import relu_
 
 
 def dropout_key(seed: int, epoch: int, layer: int) -> int:
@@ -39,7 +40,7 @@ def keyed_keep_mask(row_ids: np.ndarray, width: int, p: float, key: int) -> np.n
         base = np.asarray(row_ids, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * GOLDEN
     counter = np.add.outer(base, np.arange(groups, dtype=np.uint64))
     lanes = mix64_inplace(counter).astype("<u8", copy=False).view("<u2")[:, :width]
-    return lanes >= np.uint16(dropout_kernel.keep_threshold(p))
+    return lanes >= np.uint16(keep_threshold(p))
 
 
 def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int, p: float, key: int) -> np.ndarray:
@@ -54,19 +55,19 @@ def keyed_keep_values(entry_rows: np.ndarray, entry_cols: np.ndarray, width: int
         counter = (np.asarray(entry_rows, dtype=np.uint64) * np.uint64(groups) + np.uint64(key) * GOLDEN
                    + (cols >> np.uint64(2)))
     lanes = mix64_inplace(counter) >> ((cols & np.uint64(3)) * np.uint64(16))
-    return (lanes & np.uint64(0xFFFF)) >= np.uint64(dropout_kernel.keep_threshold(p))
+    return (lanes & np.uint64(0xFFFF)) >= np.uint64(keep_threshold(p))
 
 
 def _compiled_path(x: torch.Tensor) -> bool:
-    """Whether ``x`` takes :mod:`distgcn.kernels.dropout`'s compiled pass (CPU, float32/float64, 2D)."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.dim() == 2
+    """Whether ``x`` takes the device's compiled dropout pass (:meth:`distgcn.kernels.Kernels.compiles_dropout`)."""
+    return kernels_for(x.device).compiles_dropout(x)
 
 
 def _dropped(x: torch.Tensor, row_ids: np.ndarray | torch.Tensor, p: float, key: int) -> torch.Tensor:
     """x · mask as a new tensor outside autograd (the compiled pass, or the mask path elsewhere)."""
     if _compiled_path(x):
         out = activation_buffers.empty_like(x)
-        dropout_kernel.masked_scale(x.detach().contiguous().numpy(), row_ids, p, key, out.numpy())
+        kernels_for(x.device).masked_scale(x.detach().contiguous().numpy(), row_ids, p, key, out.numpy())
         return out
     return x.detach() * _scaled_mask(x, row_ids, p, key)
 
@@ -75,7 +76,7 @@ def _drop_in_place(x: torch.Tensor, row_ids: np.ndarray | torch.Tensor, p: float
     """x · mask into x itself, for a tensor that nothing else refers to (no second copy of it)."""
     if _compiled_path(x) and x.is_contiguous():
         array = x.detach().numpy()
-        dropout_kernel.masked_scale(array, row_ids, p, key, array)
+        kernels_for(x.device).masked_scale(array, row_ids, p, key, array)
         return x
     return x.mul_(_scaled_mask(x, row_ids, p, key))
 
@@ -104,7 +105,7 @@ def scaled_keep_mask_torch(row_ids: torch.Tensor, width: int, p: float, key: int
     counter = row_ids.to(torch.int64) * groups + as_int64(key * int(GOLDEN))
     hashed = mix64_int64_inplace(counter[:, None] + torch.arange(groups, dtype=torch.int64, device=row_ids.device))
     mask = torch.empty((row_ids.shape[0], groups, 4), dtype=dtype, device=row_ids.device)
-    threshold = dropout_kernel.keep_threshold(p)
+    threshold = keep_threshold(p)
     for lane in range(4):  # one int64 temporary at a time: 2 bytes per entry beside the hashes' 2
         bits = hashed >> (16 * lane)
         mask[:, :, lane] = bits.bitwise_and_(0xFFFF) >= threshold
@@ -112,7 +113,7 @@ def scaled_keep_mask_torch(row_ids: torch.Tensor, width: int, p: float, key: int
 
 
 class _KeyedDropout(torch.autograd.Function):
-    """Forward and backward by :mod:`distgcn.kernels.dropout`; the backward regenerates the mask."""
+    """Forward and backward by the device's compiled pass; the backward regenerates the mask."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, row_ids: np.ndarray, p: float,  # type: ignore[override]
@@ -129,7 +130,7 @@ def keyed_dropout(x: torch.Tensor, row_ids: np.ndarray, p: float, key: int) -> t
     """Inverted dropout of ``x`` (rows = ``row_ids``) with a partition-independent mask.
 
     On the CPU in float32/float64 one compiled pass each way
-    (:mod:`distgcn.kernels.dropout`: no mask stored); elsewhere the mask of
+    (:meth:`distgcn.kernels.Kernels.masked_scale`: no mask stored); elsewhere the mask of
     :func:`keyed_keep_mask` as one float mask with the scale folded in. Both
     give x · mask with the same mask, bit for bit.
     """
@@ -161,8 +162,8 @@ def _ids_beside(row_ids: np.ndarray, x: torch.Tensor) -> np.ndarray | torch.Tens
 
 
 def _one_pass(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether dropout(x) @ weight runs as one compiled pass each way (a narrow weight, on the compiled path)."""
-    return _compiled_path(x) and weight.dtype == x.dtype and weight.shape[1] <= dropout_kernel.NARROW_PRODUCT_WIDTH
+    """Whether dropout(x) @ weight runs as one compiled pass each way (:meth:`distgcn.kernels.Kernels.one_pass_product`)."""
+    return kernels_for(x.device).one_pass_product(x, weight)
 
 
 class _KeyedDropoutMatmul(torch.autograd.Function):
@@ -174,7 +175,7 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
     order: the same result on every run, but not the bits of one product over all
     rows. Both products run in the layouts :mod:`distgcn.kernels.dense` found fastest; with a
     narrow weight (the output layer) both directions are instead one compiled pass
-    (:func:`distgcn.kernels.dropout.dropped_product`).
+    (:meth:`distgcn.kernels.Kernels.dropped_product`).
     """
 
     @staticmethod
@@ -184,9 +185,10 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
         ctx.row_ids = row_ids
         ctx.save_for_backward(x, weight)
         out = activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device)
-        if _one_pass(x, weight):
-            dropout_kernel.dropped_product(x.detach().contiguous().numpy(), row_ids, p, key,
-                                           weight.detach().numpy(), out.numpy())
+        ctx.one_pass = _one_pass(x, weight)
+        if ctx.one_pass:
+            kernels_for(x.device).dropped_product(x.detach().contiguous().numpy(), row_ids, p, key,
+                                                  weight.detach().numpy(), out.numpy())
             return out
         ids = _ids_beside(row_ids, x)
         for rows in _row_chunks(x):
@@ -197,9 +199,9 @@ class _KeyedDropoutMatmul(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         x, weight = ctx.saved_tensors
         row_ids = ctx.row_ids
-        if _one_pass(x, weight):
+        if ctx.one_pass:
             grad_x = activation_buffers.empty_like(x) if ctx.needs_input_grad[0] else None
-            _, grad_weight = dropout_kernel.dropped_product_backward(
+            _, grad_weight = kernels_for(x.device).dropped_product_backward(
                 x.detach().contiguous().numpy(), grad.contiguous().numpy(), row_ids, *ctx.mask,
                 weight.detach().numpy(), ctx.needs_input_grad[0], None if grad_x is None else grad_x.numpy())
             return grad_x, torch.from_numpy(grad_weight), None, None, None
@@ -234,8 +236,8 @@ class _ReLUKeyedDropoutMatmul(torch.autograd.Function):
         ctx.mask = (p, key)
         ctx.row_ids = row_ids
         out = activation_buffers.empty((x.shape[0], weight.shape[1]), x.dtype, x.device)
-        dropout_kernel.dropped_product(x.detach().numpy(), row_ids, p, key, weight.detach().numpy(), out.numpy(),
-                                       relu=True)
+        kernels_for(x.device).dropped_product(x.detach().numpy(), row_ids, p, key, weight.detach().numpy(),
+                                              out.numpy(), relu=True)
         ctx.save_for_backward(x, weight)
         return out, x
 
@@ -243,7 +245,7 @@ class _ReLUKeyedDropoutMatmul(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor, grad_relu: torch.Tensor | None):  # type: ignore[override]
         x, weight = ctx.saved_tensors
         grad_x = activation_buffers.empty_like(x) if ctx.needs_input_grad[0] else None
-        _, grad_weight = dropout_kernel.dropped_product_backward(
+        _, grad_weight = kernels_for(x.device).dropped_product_backward(
             x.detach().numpy(), grad.contiguous().numpy(), ctx.row_ids, *ctx.mask, weight.detach().numpy(),
             grad_x is not None, None if grad_x is None else grad_x.numpy(), relu=True)
         if grad_x is not None and grad_relu is not None:  # relu(x) was also read elsewhere
@@ -252,8 +254,31 @@ class _ReLUKeyedDropoutMatmul(torch.autograd.Function):
 
 
 def relu_fuses(x: torch.Tensor, weight: torch.Tensor, p: float) -> bool:
-    """Whether :func:`relu_keyed_dropout_matmul` takes x (its one-pass kernels write relu(x) into x itself)."""
-    return p > 0.0 and x.is_contiguous() and _one_pass(x, weight)
+    """Whether :func:`relu_keyed_dropout_matmul` takes x (:meth:`distgcn.kernels.Kernels.folds_relu`)."""
+    return kernels_for(x.device).folds_relu(x, weight, p)
+
+
+class PreActivation:
+    """A hidden layer's output before its ReLU, in training, where the next layer's one-pass kernels apply the ReLU
+    (:func:`relu_fuses`): what :func:`relu_or_deferred` returns, :func:`keyed_dropout_matmul` takes, and
+    :func:`activation` reads (it holds the ReLU's output once the next layer has run)."""
+
+    def __init__(self, values: torch.Tensor):
+        self.values = values
+
+
+def relu_or_deferred(h: torch.Tensor, next_weight: torch.Tensor | None, p: float) -> torch.Tensor | PreActivation:
+    """relu(h) in place; or, where the next layer drops out and multiplies h by ``next_weight`` first (None: it does
+    not) and the device's kernels fold the ReLU into that product, h as a :class:`PreActivation` for it."""
+    if next_weight is not None and relu_fuses(h, next_weight, p):
+        return PreActivation(h)
+    # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
+    return relu_(h)
+
+
+def activation(h: torch.Tensor | PreActivation) -> torch.Tensor:
+    """A layer's output as a tensor: a :class:`PreActivation`'s holds the ReLU's output once the next layer ran."""
+    return h.values if isinstance(h, PreActivation) else h
 
 
 def relu_keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
@@ -262,10 +287,13 @@ def relu_keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np
     return _ReLUKeyedDropoutMatmul.apply(x, weight, row_ids, p, key)
 
 
-def keyed_dropout_matmul(x: torch.Tensor, weight: torch.Tensor, row_ids: np.ndarray, p: float,
+def keyed_dropout_matmul(x: torch.Tensor | PreActivation, weight: torch.Tensor, row_ids: np.ndarray, p: float,
                          key: int) -> torch.Tensor:
     """keyed_dropout(x, ...) @ weight, without storing the dropped x for the backward pass (p = 0: x @ weight, by
-    :func:`distgcn.kernels.dense.matmul`)."""
+    :func:`distgcn.kernels.dense.matmul`); of relu(x) for a :class:`PreActivation`, its ReLU applied by the same
+    kernels."""
+    if isinstance(x, PreActivation):
+        return relu_keyed_dropout_matmul(x.values, weight, row_ids, p, key)[0]
     if p <= 0.0:
         return matmul(x, weight)
     return _KeyedDropoutMatmul.apply(x, weight, row_ids, p, key)

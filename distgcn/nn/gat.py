@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distgcn.config import attention_heads
+from distgcn.config import ModelConfig, TrainConfig, attention_heads
 from distgcn.hashing import GOLDEN, as_int64, derive_key, mix64, mix64_int64_inplace
 from distgcn.kernels.dense import matmul
 from distgcn.nn.dropout import (
@@ -33,8 +34,9 @@ from distgcn.nn.dropout import (
     scaled,
     scaled_keep_mask_torch,
 )
-from distgcn.nn.model import LayerStack, glorot_matrices
+from distgcn.nn.model import LayerStack, LocalGraph, glorot_matrices
 from distgcn.nn.sparse_input import SparseRows
+from distgcn.spmm.halo_gather import gather_halo
 
 NEGATIVE_SLOPE = 0.2
 """LeakyReLU's slope in the attention scores (the GAT paper's)."""
@@ -119,8 +121,78 @@ def gat_parameters(widths: list[int], heads: int, output_heads: int, seed: int,
     return [(drawn[i], drawn[i + 1], drawn[i + 2]) for i in range(0, len(drawn), 3)]
 
 
+INDEX_BYTES = 8
+"""int64 edge lists."""
+
+
+def gat_activation_bytes(n: int, halo: int, edges: int, widths: list[int], heads: list[int], s: int,
+                         dropout: float, attention_dropout: float) -> int:
+    """GAT's saved activations, per layer: dropout(X) where dropout made a copy (layer 0), [z; halo rows of z], ELU's
+    input and the next layer's input (dropped or not) after a hidden layer (the logits after the last), and per
+    edge and head four values (the score sum, exp, the row sums it divides by, α), five with attention dropout
+    (measured: tests/memory/test_memory_model.py counts what autograd saves). The edge sum keeps no gathered row per edge
+    (_EdgeWeightedSum). Backward adds, at the widest layer, four edge-by-head gradients, three gradients of
+    [z; halo rows of z] and two 16 MiB slices of gathered rows."""
+    saved, widest = 0, 0
+    last = len(widths) - 2
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        saved += (n * fan_in if dropout > 0 and layer == 0 else 0) + (n + halo) * k * b
+        saved += n * b if layer == last else 2 * n * k * b
+        saved += (5 if attention_dropout > 0 else 4) * edges * k
+        widest = max(widest, 4 * edges * k + 3 * (n + halo) * k * b)
+    return (saved + widest) * s + 2 * CHUNK_BYTES
+
+
+def gat_parameter_count(widths: list[int], heads: list[int]) -> int:
+    """W (in x K·out), a_src and a_dst (K x out) and the bias, per layer (:func:`gat_parameters`)."""
+    total = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        fan_in = a if layer == 0 else a * heads[layer - 1]
+        k = heads[layer]
+        total += fan_in * k * b + 2 * k * b + (b if layer == len(widths) - 2 else k * b)
+    return total
+
+
 class GAT(LayerStack):
     """Multi-head graph attention; hidden heads concatenated (ELU), output heads averaged."""
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> GAT:
+        return cls(widths, config.dropout, config.seed, dtype, heads=config.heads, output_heads=config.output_heads,
+                   attention_dropout=config.attention_dropout)
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> AttentionGraph:
+        """The rank's edges and its halo rows, gathered: a GAT rank holds no kernel copy of Â."""
+        exchanger = graph.exchanger
+        return AttentionGraph.from_blocks(graph.owned_block, graph.halo_block, graph.global_ids,
+                                          graph.halo_global_ids, lambda h: gather_halo(exchanger, h),
+                                          exchanger.device)
+
+    @classmethod
+    def identity(cls, config: TrainConfig) -> dict:
+        return {"conv": "gat", "heads": config.heads, "output_heads": config.output_heads,
+                "attention_dropout": config.attention_p}
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        """No kernel copy of Â but its edges: dst, src (torch) and their global ids (numpy), int64."""
+        heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
+        edges = sizes.nnz_owned + sizes.nnz_halo
+        return {"parameters": gat_parameter_count(widths, heads),
+                "exchanged": {k * b for k, b in zip(heads, widths[1:])},
+                "adjacency": edges * 4 * INDEX_BYTES,
+                "activations": gat_activation_bytes(sizes.rows, sizes.halo_rows, edges, widths, heads, s,
+                                                    model.dropout, model.attention_p)}
+
+    @classmethod
+    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int]) -> list[int]:
+        """Every layer's z (K heads x out columns) forward, its gradient backward, and forward again to evaluate."""
+        heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
+        return [k * b for k, b in zip(heads, widths[1:])] * 3
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  heads: int = 8, output_heads: int = 1, attention_dropout: float | None = None):

@@ -1,28 +1,99 @@
-"""The GCN model: ordinary torch modules over a pluggable aggregation Â·H."""
+"""The GCN model: ordinary torch modules over a pluggable aggregation Â·H, and what every model declares.
+
+A model is a :class:`LayerStack` subclass in a module of this package and one line of ``config.MODELS``: the class
+builds itself from the configuration (:meth:`LayerStack.from_config`), builds what it aggregates with
+(:meth:`LayerStack.aggregation`), names its own settings for checkpoints (:meth:`LayerStack.identity`), and counts
+the bytes it holds and the columns it exchanges for the memory model (:meth:`LayerStack.memory_terms`,
+:meth:`LayerStack.epoch_exchange_widths`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import nn
 
-from distgcn.config import TrainConfig
+from distgcn.config import ModelConfig, TrainConfig
+from distgcn.kernels import Kernels
 from distgcn.kernels.dense import affine
 from distgcn.nn.dropout import (
+    PreActivation,
+    activation,
     dropout_key,
     keyed_dropout,
     keyed_dropout_matmul,
-    relu_fuses,
-    relu_keyed_dropout_matmul,
+    relu_or_deferred,
 )
-from distgcn.nn.relu import relu_
 from distgcn.nn.sparse_input import SparseRows
+from distgcn.spmm.halo import HaloExchanger
+from distgcn.spmm.product import DistributedAdjacency, spmm
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LocalGraph:
+    """A rank's rows of Â and how to reach the other ranks' rows: what a model builds its aggregation from."""
+
+    owned_block: sp.csr_matrix
+    halo_block: sp.csr_matrix
+    global_ids: np.ndarray
+    halo_global_ids: np.ndarray
+    exchanger: HaloExchanger
+    dtype: torch.dtype
+    kernels: Kernels
+
+
+class Product:
+    """Aggregation by a distributed sparse matrix: ``self(h)`` = M·H, differentiable (:func:`distgcn.spmm.product.spmm`)."""
+
+    def __init__(self, adjacency: DistributedAdjacency):
+        self.adjacency = adjacency
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        return spmm(self.adjacency, h)
+
+
+def exchanged_width(fan_in: int, fan_out: int) -> int:
+    """Columns a layer's SpMM carries: it multiplies by the narrower side first."""
+    return min(fan_in, fan_out)
+
+
+def exchange_widths(widths: list[int]) -> list[int]:
+    """Columns of each halo exchange of one full-batch epoch of a model whose layers multiply by Â (or D⁻¹A) on the
+    narrower side: the training forward pass exchanges once per layer; the backward pass once per layer whose
+    product input needs a gradient (every layer but the first, and the first too when it multiplies X by W first);
+    the evaluation forward pass once per layer again."""
+    layers = list(zip(widths[:-1], widths[1:]))
+    forward = [exchanged_width(a, b) for a, b in layers]
+    backward = [exchanged_width(a, b) for i, (a, b) in enumerate(layers) if i > 0 or b < a]
+    return forward + backward + forward
+
+
+def gcn_activation_bytes(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows (:class:`GCN`).
+
+    What the forward pass keeps: per layer its ReLU output (the logits on the
+    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
+    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
+    (not the input's). The peak is the backward pass's: all of that plus an
+    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
+    forward transient exceeds it: a layer's products and the temporary take at
+    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
+    on top of no more than the forward pass keeps in the end.
+    """
+    saved = 0
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
+            mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
+            saved += mask + n * a * s
+        saved += n * b * s
+    return saved + 3 * n * max(widths[1:]) * s
 
 
 def glorot_matrices(shapes: list[tuple[int, int]], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -45,25 +116,48 @@ def glorot_weights(widths: list[int], seed: int, dtype: torch.dtype) -> list[tor
     return glorot_matrices(list(zip(widths[:-1], widths[1:])), seed, dtype)
 
 
-class PreActivation:
-    """A hidden layer's output before its ReLU, in training, where the next layer's one-pass kernels apply the ReLU
-    (:func:`distgcn.nn.dropout.relu_fuses`). :meth:`LayerStack.layer_outputs` lists its tensor, which holds the
-    ReLU's output once the next layer has run."""
-
-    def __init__(self, values: torch.Tensor):
-        self.values = values
-
-
 class LayerStack(nn.Module):
     """What every model shares: layers applied in order, each one's output kept (embeddings come from here),
     dropout on only in training. A model defines :meth:`layer`, and what ``aggregate`` is: :class:`Aggregate`
     (GCN, GraphSAGE) or the GAT's :class:`~distgcn.nn.gat.AttentionGraph`."""
+
+    keeps_shard_adjacency = False
+    """Whether the model multiplies by the shard's own blocks of Â (a kernel may then read their values in place)."""
 
     def __init__(self, widths: list[int], dropout: float, seed: int):
         super().__init__()
         self.widths = list(widths)
         self.dropout = dropout
         self.seed = seed
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> LayerStack:
+        """The model ``config`` describes, its weights drawn from ``config.seed``."""
+        raise NotImplementedError
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> Any:
+        """What the model aggregates with on this rank (the ``aggregate`` its layers take); only that is built."""
+        raise NotImplementedError
+
+    @classmethod
+    def identity(cls, config: TrainConfig) -> dict:
+        """The layer type and its own settings, for a checkpoint's model identity (nothing for the GCN)."""
+        return {}
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        """The memory model's model-dependent terms (:func:`distgcn.memory.prediction.predict`): ``parameters``
+        (numbers), ``exchanged`` (the distinct widths that cross ranks), ``adjacency`` and ``activations`` (bytes).
+        ``sizes`` is the rank's ShardSizes; ``adjacency_bytes(sizes)`` counts blocks of that shape in the kernel's
+        form."""
+        raise NotImplementedError
+
+    @classmethod
+    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int]) -> list[int]:
+        """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them."""
+        return exchange_widths(widths)
 
     @property
     def first_output_width(self) -> int:
@@ -81,7 +175,7 @@ class LayerStack(nn.Module):
         h = x
         for layer in range(len(self.widths) - 1):
             h = self.layer(layer, h, aggregate, row_ids, epoch, self.dropout if self.training else 0.0)
-            outputs.append(h.values if isinstance(h, PreActivation) else h)  # ReLU'd in place by the next layer
+            outputs.append(activation(h))  # a deferred ReLU is applied in place by the next layer
         return outputs
 
     def layer(self, layer: int, h: torch.Tensor | SparseRows, aggregate: Any,
@@ -92,6 +186,27 @@ class LayerStack(nn.Module):
 
 class GCN(LayerStack):
     """H^{l+1} = σ(Â · dropout(H^l) · W^l + b^l); σ = ReLU except on the last layer (logits)."""
+
+    keeps_shard_adjacency = True
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> GCN:
+        return cls(widths, config.dropout, config.seed, dtype, config.first_layer)
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> Product:
+        """Â·H over the rank's blocks of Â."""
+        return Product(DistributedAdjacency(graph.owned_block, graph.halo_block, graph.exchanger, graph.dtype,
+                                            graph.kernels))
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        layers = list(zip(widths[:-1], widths[1:]))
+        return {"parameters": sum(a * b + b for a, b in layers),
+                "exchanged": {exchanged_width(a, b) for a, b in layers},
+                "adjacency": adjacency_bytes(sizes),
+                "activations": gcn_activation_bytes(sizes.rows, widths, s, model.dropout, on_gpu)}
 
     def __init__(self, widths: list[int], dropout: float, seed: int, dtype: torch.dtype = torch.float32,
                  first_layer: str = "exact"):
@@ -107,10 +222,8 @@ class GCN(LayerStack):
         h = self._propagate(layer, h, self.weights[layer], self.biases[layer], aggregate, row_ids, p, key)
         if layer == len(self.weights) - 1:
             return h
-        if self._multiplies_first(layer + 1) and relu_fuses(h, self.weights[layer + 1], p):
-            return PreActivation(h)  # the next layer's kernels apply the ReLU, both ways
-        # in place: the product is a fresh tensor that no backward reads (one pass over H less per layer)
-        return relu_(h)
+        # the next layer's kernels may apply the ReLU where it multiplies by its weight first
+        return relu_or_deferred(h, self.weights[layer + 1] if self._multiplies_first(layer + 1) else None, p)
 
     def _multiplies_first(self, layer: int) -> bool:
         """Whether layer ``layer`` multiplies by W before Â: by the narrower side first, so that the SpMM (and its
@@ -129,10 +242,7 @@ class GCN(LayerStack):
         if isinstance(h, SparseRows):  # sparse X wider than W⁰'s output: drop stored entries only, X·W first
             h = h.matmul(weight, p, key)
             return (h if local else aggregate(h)).add_(bias)
-        if isinstance(h, PreActivation):
-            h, _ = relu_keyed_dropout_matmul(h.values, weight, row_ids, p, key)
-            return aggregate(h).add_(bias)
-        if self._multiplies_first(layer):
+        if self._multiplies_first(layer):  # a deferred ReLU (PreActivation) is applied by the same kernels
             h = keyed_dropout_matmul(h, weight, row_ids, p, key)  # keeps H, not dropout(H), for the backward
             return (h if local else aggregate(h)).add_(bias)
         return affine(aggregate(keyed_dropout(h, row_ids, p, key)), weight, bias)

@@ -1,25 +1,26 @@
-"""The models ``train --conv`` chooses from: each is one module of this package and one line here."""
+"""The models ``train --conv`` chooses from: each is one module of this package and one line of ``config.MODELS``.
+
+The class a name stands for is imported on first use, so that naming the choices (the command line, ``stats``)
+imports no model; the class declares everything the rest of the pipeline needs of it
+(:class:`distgcn.nn.model.LayerStack`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from importlib import import_module
 
 import torch
-from torch import nn
 
-from distgcn.config import TrainConfig
-from distgcn.nn.gat import GAT
-from distgcn.nn.model import GCN
-from distgcn.nn.sage import GraphSAGE
-
-MODELS: dict[str, Callable[[TrainConfig, list[int], torch.dtype], nn.Module]] = {
-    "gcn": lambda c, widths, dtype: GCN(widths, c.dropout, c.seed, dtype, c.first_layer),
-    "sage": lambda c, widths, dtype: GraphSAGE(widths, c.dropout, c.seed, dtype, root_weight=c.root_weight),
-    "gat": lambda c, widths, dtype: GAT(widths, c.dropout, c.seed, dtype, heads=c.heads, output_heads=c.output_heads,
-                                        attention_dropout=c.attention_dropout),
-}
+from distgcn.config import MODELS, TrainConfig
+from distgcn.nn.model import LayerStack
 
 
-def build_model(config: TrainConfig, widths: list[int], dtype: torch.dtype) -> nn.Module:
+def model_class(conv: str) -> type[LayerStack]:
+    """The class ``conv`` (``train --conv``) names in ``config.MODELS``."""
+    module, _, name = MODELS[conv].partition(":")
+    return getattr(import_module(f"{__package__}.{module}"), name)
+
+
+def build_model(config: TrainConfig, widths: list[int], dtype: torch.dtype) -> LayerStack:
     """The model ``config.conv`` names (``train --conv``), with its weights drawn from ``config.seed``."""
-    return MODELS[config.conv](config, widths, dtype)
+    return model_class(config.conv).from_config(config, widths, dtype)

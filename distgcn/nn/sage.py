@@ -10,15 +10,28 @@ backward uses the stored transpose of the owned block.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import nn
 
+from distgcn.config import ModelConfig, TrainConfig
 from distgcn.kernels.dense import matmul
 from distgcn.nn.dropout import dropout_key, keyed_dropout
-from distgcn.nn.model import Aggregate, LayerStack, glorot_matrices
+from distgcn.nn.model import (
+    Aggregate,
+    LayerStack,
+    LocalGraph,
+    Product,
+    exchanged_width,
+    glorot_matrices,
+)
 from distgcn.nn.sparse_input import SparseRows
+from distgcn.spmm.product import DistributedAdjacency
 
 
 def mean_blocks(owned_block: sp.csr_matrix, halo_block: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -34,6 +47,18 @@ def mean_blocks(owned_block: sp.csr_matrix, halo_block: sp.csr_matrix) -> tuple[
     for block in (owned, halo):
         block.data = np.repeat(inverse, np.diff(block.indptr)).astype(block.dtype)
     return owned, halo
+
+
+def sage_activation_bytes(n: int, widths: list[int], s: int, dropout: float, root_weight: bool) -> int:
+    """GraphSAGE's saved activations, per layer: dropout(H) where a product reads it (W_self, or W_neigh before the
+    mean when b < a) and dropout made a copy, the mean's output where W_neigh multiplies it afterwards (b >= a),
+    and the output; plus the widest transient, as the GCN's."""
+    saved = 0
+    for a, b in zip(widths[:-1], widths[1:]):
+        if dropout > 0 and (root_weight or b < a):
+            saved += n * a
+        saved += (n * a if b >= a else 0) + n * b
+    return (saved + 3 * n * max(widths[1:])) * s
 
 
 def sage_weights(widths: list[int], seed: int, dtype: torch.dtype,
@@ -55,6 +80,31 @@ class GraphSAGE(LayerStack):
         self.neigh_weights = nn.ParameterList(nn.Parameter(w) for w in neigh)
         self.self_weights = nn.ParameterList(nn.Parameter(w) for w in own)
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(w, dtype=dtype)) for w in widths[1:])
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, widths: list[int], dtype: torch.dtype) -> GraphSAGE:
+        return cls(widths, config.dropout, config.seed, dtype, root_weight=config.root_weight)
+
+    @classmethod
+    def aggregation(cls, graph: LocalGraph) -> Product:
+        """D⁻¹A·H over the rank's rows of D⁻¹A (:func:`mean_blocks`): a GraphSAGE rank holds no kernel copy of Â."""
+        owned, halo = mean_blocks(graph.owned_block, graph.halo_block)
+        return Product(DistributedAdjacency(owned, halo, graph.exchanger, graph.dtype, graph.kernels))
+
+    @classmethod
+    def identity(cls, config: TrainConfig) -> dict:
+        return {"conv": "sage", "root_weight": config.root_weight}
+
+    @classmethod
+    def memory_terms(cls, sizes: Any, model: ModelConfig, widths: list[int], s: int, on_gpu: bool,
+                     adjacency_bytes: Callable[[Any], int]) -> dict[str, Any]:
+        """D⁻¹A: Â's pattern less the diagonal, never symmetric; W_self beside W_neigh with ``root_weight``."""
+        layers = list(zip(widths[:-1], widths[1:]))
+        mean = replace(sizes, nnz_owned=max(0, sizes.nnz_owned - sizes.rows), owned_symmetric=False)
+        return {"parameters": sum(a * b * (2 if model.root_weight else 1) + b for a, b in layers),
+                "exchanged": {exchanged_width(a, b) for a, b in layers},
+                "adjacency": adjacency_bytes(mean),
+                "activations": sage_activation_bytes(sizes.rows, widths, s, model.dropout, model.root_weight)}
 
     def layer(self, layer: int, h: torch.Tensor | SparseRows, mean: Aggregate, row_ids: np.ndarray, epoch: int,
               p: float) -> torch.Tensor:

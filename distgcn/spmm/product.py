@@ -17,8 +17,8 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from distgcn.kernels import Kernels, kernels_for
 from distgcn.kernels import kept_buffers as activation_buffers
-from distgcn.kernels.sparse import BLOCKS
 from distgcn.spmm.halo import HaloExchanger
 
 
@@ -30,14 +30,15 @@ def is_symmetric(block: sp.csr_matrix) -> bool:
 class DistributedAdjacency:
     """This rank's rows of Â, split into the owned block and one halo block per sender.
 
-    ``kernel`` names the local product (a key of :data:`~distgcn.kernels.sparse.BLOCKS`).
+    ``kernels``: the device's kernels, or the ``--spmm-kernel`` choice they are chosen by
+    (:func:`distgcn.kernels.kernels_for`); its blocks do the local products.
     """
 
     def __init__(self, owned_block: sp.csr_matrix, halo_block: sp.csr_matrix, exchanger: HaloExchanger,
-                 dtype: torch.dtype, kernel: str):
+                 dtype: torch.dtype, kernels: Kernels | str):
         plan = exchanger.plan
-        block = BLOCKS[kernel]
         device = exchanger.device
+        block = kernels_for(device, kernels).sparse_block
         self.exchanger = exchanger
         self.n_owned = plan.n_owned
         self.n_halo = plan.n_halo

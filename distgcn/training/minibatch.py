@@ -19,6 +19,7 @@ from distgcn.comm.counters import CommCounters
 from distgcn.comm.named_allreduce import MAX, SUM, allreduce_named
 from distgcn.comm.transport import Transport
 from distgcn.config import MinibatchConfig, TrainConfig
+from distgcn.kernels import Kernels
 from distgcn.nn.sparse_input import SparseRows
 from distgcn.sampling.distributed import LocalNormalization, batch_key, presample
 from distgcn.shard.rank_shard import Shard
@@ -37,7 +38,7 @@ class TrainingRank(Protocol):
     dtype: torch.dtype
     global_counts: dict[str, int]
     inputs: torch.Tensor | SparseRows
-    kernel: str
+    kernels: Kernels
     labels: torch.Tensor
     masks: dict[str, torch.Tensor]
     shard: Shard
@@ -73,7 +74,7 @@ class SampledBatches:
                 "halo")
         t = self.trainer
         exchanger = HaloExchanger(blocks.plan, t.transport, t.counters, exchanges=t.transport.size > 1)
-        return DistributedAdjacency(owned, halo, exchanger, t.dtype, t.kernel)
+        return DistributedAdjacency(owned, halo, exchanger, t.dtype, t.kernels)
 
     def _step(self, blocks: BatchBlocks, number: int) -> Step:
         """Step ``number`` (1, 2, ... over the run) on the batch's rows, its loss GraphSAINT-weighted (collective)."""

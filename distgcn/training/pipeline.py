@@ -44,10 +44,7 @@ from distgcn.io.checkpoint import (
 )
 from distgcn.io.metrics_log import MetricsWriter, format_epoch, format_epoch_detail
 from distgcn.io.safe_io import METRICS, WEIGHTS, check_target, claimed, write_npz
-from distgcn.kernels import csr as csr_kernel
-from distgcn.kernels import dropout as dropout_kernel
-from distgcn.kernels import logits as logits_kernel
-from distgcn.kernels.sparse import choose_kernel
+from distgcn.kernels import Kernels, kernels_for
 from distgcn.memory import prediction as memory
 from distgcn.partitioning.models import GIL_HOLDING_MODELS
 from distgcn.runtime import signals
@@ -133,15 +130,14 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         return agree(transport, lambda: _worded(step, name_field))
 
     outputs, train = config.outputs, config.train
-    kernel = agreed(lambda: choose_kernel(config.compute.spmm_kernel, transport.device))
+    kernels = agreed(lambda: kernels_for(transport.device, config.compute.spmm_kernel))
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
-    if transport.device.type == "cpu":
-        agreed(lambda: _compile_kernels(kernel, train, transport.size > 1))
+    agreed(lambda: _warm_up(kernels, train, transport.size > 1))
     shard = shard_source(transport, progress)
     if outputs.save_weights:  # a bad path must fail now, not after the training it would have saved
         agreed(lambda: check_target(Path(outputs.save_weights), WEIGHTS) if root else None)
-    header = _run_header(config, shard, transport, threads, kernel) if root else None
+    header = _run_header(config, shard, transport, threads, kernels.name) if root else None
     if header is not None and config.minibatch is not None:
         header["minibatch"] = dict(vars(config.minibatch))
     if header is not None and progress.verbose:
@@ -154,8 +150,8 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         header["node"] = {"ranks": ranks_on_node, "cores": available_cores(), "device": transport.device.type}
         for warning in _unsound(config, header, nodes, transport.device.type, shard.num_classes):
             progress.warn(warning)
-    agreed(lambda: _check_memory(shard, train, transport, kernel))
-    trainer = agreed(lambda: _make_trainer(shard, transport, config, kernel, progress))
+    agreed(lambda: _check_memory(shard, train, transport, kernels))
+    trainer = agreed(lambda: _make_trainer(shard, transport, config, kernels, progress))
     identity = RunIdentity(shard.graph_fingerprint, shard.partition_id, trainer.model_config())
     if outputs.resume:
         _resume(trainer, transport, directory, identity, name_field)
@@ -305,31 +301,27 @@ def _unsound(config: RunConfig, header: dict, nodes: list[tuple[str, int, int]],
     return [line for line in found if line is not None]
 
 
-def _compile_kernels(kernel: str, train: TrainConfig, halo: bool) -> None:
-    """Compile the numba kernels this run is likely to call before its shard is loaded (distgcn/memory/prediction.py's
-    prediction holds from the first run on: compiled beside the shard, they left ~330 MB more resident); ``halo``:
-    there are other ranks, so the halo blocks' transpose products too."""
-    dtype = np.dtype(train.dtype)
-    logits_kernel.compile_now(dtype)
-    if train.dropout > 0:
-        dropout_kernel.compile_now(dtype, train.hidden)
-    if kernel == "numba":
-        csr_kernel.compile_now(dtype, train.hidden, transpose=halo)
+def _warm_up(kernels: Kernels, train: TrainConfig, halo: bool) -> None:
+    """The kernels this run is likely to call, compiled before its shard is loaded, so that the memory model's
+    prediction holds from the first run on; ``halo``: there are other ranks, so the halo blocks' transpose products
+    too."""
+    kernels.warm_up(np.dtype(train.dtype), train.hidden, dropout=train.dropout > 0, transposes=halo)
 
 
-def _check_memory(shard: Shard, train: TrainConfig, transport: Transport, kernel: str) -> None:
+def _check_memory(shard: Shard, train: TrainConfig, transport: Transport, kernels: Kernels) -> None:
     """Refuse, before allocating anything, a model whose predicted peak exceeds this rank's memory."""
-    predicted = memory.predict(memory.sizes_of(shard), train, transport.device.type == "cuda", kernel)
+    predicted = memory.predict(memory.sizes_of(shard), train, transport.device.type == "cuda", kernels.name)
     where = str(transport.device) if transport.device.type == "cuda" else "this node, shared by its ranks,"
     memory.refuse_if_too_big(predicted, limits.available_bytes(transport.device, transport.ranks_on_this_node()),
                              where)
 
 
-def _make_trainer(shard: Shard, transport: Transport, config: RunConfig, kernel: str, progress: Progress) -> Trainer:
+def _make_trainer(shard: Shard, transport: Transport, config: RunConfig, kernels: Kernels,
+                  progress: Progress) -> Trainer:
     minibatch = config.minibatch
     if minibatch is None or not minibatch.norm_samples:
         with progress.phase("setting up the model"):  # torch.optim's first optimizer imports torch._dynamo: seconds
-            return Trainer(shard, transport, config.train, kernel, minibatch)
+            return Trainer(shard, transport, config.train, kernels, minibatch)
     with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
                         total=minibatch.norm_samples) as phase:
-        return Trainer(shard, transport, config.train, kernel, minibatch, on_presample=phase.advance)
+        return Trainer(shard, transport, config.train, kernels, minibatch, on_presample=phase.advance)

@@ -6,6 +6,8 @@ Each is one line that says what is wrong and what to do; rank 0 prints them befo
 
 from __future__ import annotations
 
+from distgcn.kernels import PRODUCTS
+
 __all__ = ["oversubscribed", "random_labels", "one_thread_kernel"]
 
 
@@ -41,10 +43,10 @@ def random_labels(spec: str | None, drawn: bool, classes: int) -> str | None:
 
 
 def one_thread_kernel(kernel: str, threads: int) -> str | None:
-    """scipy's sparse products run on one thread: with more, only the dense products use them, and an epoch's time
-    reads as if the rank's cores did not help."""
-    if kernel != "scipy" or threads <= 1:
+    """A product kernel that runs on one thread (scipy's): with more, only the dense products use them, and an
+    epoch's time reads as if the rank's cores did not help."""
+    if PRODUCTS[kernel].parallel or threads <= 1:
         return None
-    return (f"warning: --spmm-kernel scipy multiplies the sparse blocks on one thread, so --threads {threads} "
+    return (f"warning: --spmm-kernel {kernel} multiplies the sparse blocks on one thread, so --threads {threads} "
             f"speeds up only the dense products: use --spmm-kernel auto (our loops, on every thread) unless you "
-            f"want scipy's products")
+            f"want {kernel}'s products")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from distgcn.kernels import kept_buffers as activation_buffers
-from distgcn.kernels import logits as logits_kernel
+from distgcn.kernels import kernels_for
 from distgcn.nn.sparse_input import SparseRows
 
 Aggregate = Callable[[torch.Tensor], torch.Tensor]
@@ -31,15 +31,17 @@ class _CrossEntropies(torch.autograd.Function):
     buffers of z's size at once (70 MiB more at the peak of a rank of the scale-23 R-MAT at P = 4).
     With ``rows``, the loss is of those rows of z only, and the gradient of all of z (zero elsewhere) is
     written into a kept buffer (:mod:`distgcn.kernels.kept_buffers`), as ``index_select``'s backward would have
-    allocated it anew; same bits. On the CPU both passes are compiled (:mod:`distgcn.kernels.logits`).
+    allocated it anew; same bits. On the CPU both passes are compiled (:meth:`distgcn.kernels.Kernels.cross_entropies`).
     """
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor,  # type: ignore[override]
                 rows: torch.Tensor | None) -> torch.Tensor:
         ctx.all_rows = logits.shape
-        if logits_kernel.compiled(logits):
-            losses, gradient = logits_kernel.cross_entropies(logits, labels, rows)
+        ctx.kernels = kernels = kernels_for(logits.device)
+        ctx.compiled = kernels.compiles_logits(logits)
+        if ctx.compiled:
+            losses, gradient = kernels.cross_entropies(logits, labels, rows)
         else:
             picked = logits if rows is None else logits.index_select(0, rows)
             log_sums = torch.logsumexp(picked, dim=1)
@@ -52,9 +54,9 @@ class _CrossEntropies(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         gradient, rows = ctx.saved_tensors
-        if logits_kernel.compiled(gradient):
+        if ctx.compiled:
             grad_logits = activation_buffers.empty(ctx.all_rows, gradient.dtype, gradient.device)
-            return logits_kernel.scatter_scaled_rows(gradient, grad, rows, grad_logits), None, None
+            return ctx.kernels.scatter_scaled_rows(gradient, grad, rows, grad_logits), None, None
         scaled = gradient * grad.unsqueeze(1)
         if rows is None:
             return scaled, None, None

@@ -29,19 +29,15 @@ from distgcn.io.checkpoint import (
     restore_rng_states,
 )
 from distgcn.io.schema import SPLIT_KEYS
-from distgcn.kernels import logits as logits_kernel
+from distgcn.kernels import Kernels, kernels_for
 from distgcn.kernels.kept_buffers import kept_between_epochs
-from distgcn.nn.gat import AttentionGraph
-from distgcn.nn.model import Aggregate
-from distgcn.nn.registry import build_model
-from distgcn.nn.sage import mean_blocks
+from distgcn.nn.model import LocalGraph
+from distgcn.nn.registry import model_class
 from distgcn.nn.sparse_input import SparseRows, sparse_pays_off
 from distgcn.runtime.faults import inject_faults
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.broadcast import broadcast_plan
 from distgcn.spmm.halo import HALO_DTYPES, HaloExchanger, HaloPlan
-from distgcn.spmm.halo_gather import gather_halo
-from distgcn.spmm.product import DistributedAdjacency, spmm
 from distgcn.training.minibatch import SampledBatches
 from distgcn.training.steps import BatchSource, FullBatch, Step
 
@@ -89,19 +85,20 @@ def rank_comm_share(counters: CommCounters, epoch_s: float) -> float:
 class Trainer:
     """Owns the model, the distributed Â, the optimizer and the batch source of one rank."""
 
-    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernel: str = "torch",
+    def __init__(self, shard: Shard, transport: Transport, config: TrainConfig, kernels: Kernels | str = "torch",
                  minibatch: MinibatchConfig | None = None, on_presample: Callable[[], None] | None = None):
         """Full-batch training, or with ``minibatch`` K sampled batches per epoch (collective).
 
+        ``kernels``: the device's kernels, or the ``--spmm-kernel`` choice (:func:`distgcn.kernels.kernels_for`).
         ``on_presample`` is called after each batch the minibatch normalization pre-samples (progress).
         """
         self.shard = shard
         self.transport = transport
         self.config = config
-        self.kernel = kernel
         self.dtype = dtype = DTYPES[config.dtype]
         self.counters = CommCounters()
         device = transport.device
+        self.kernels = kernels_for(device, kernels)
         if config.comm == "broadcast":
             plan, halo_block = broadcast_plan(shard, transport, device)
         else:
@@ -109,17 +106,11 @@ class Trainer:
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
                                   wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
-        self.aggregation: Aggregate | AttentionGraph = self._aggregate
-        """What the model aggregates with: Â·H (GCN), D⁻¹A·H (GraphSAGE), or the edges and halo rows (GAT).
-        Only that operator is built: a GraphSAGE or GAT rank holds no kernel copy of Â."""
-        if config.conv == "gat":
-            self.aggregation = AttentionGraph.from_blocks(shard.owned_block, halo_block, shard.global_ids,
-                                                          shard.halo_global_ids, lambda h: gather_halo(exchanger, h),
-                                                          device)
-        else:
-            blocks = mean_blocks(shard.owned_block, halo_block) if config.conv == "sage" \
-                else (shard.owned_block, halo_block)
-            self.adjacency = DistributedAdjacency(*blocks, exchanger, dtype, kernel)
+        model = model_class(config.conv)
+        self.aggregation = model.aggregation(LocalGraph(shard.owned_block, halo_block, shard.global_ids,
+                                                        shard.halo_global_ids, exchanger, dtype, self.kernels))
+        """What the model aggregates with (:meth:`distgcn.nn.model.LayerStack.aggregation`): Â·H (GCN), D⁻¹A·H
+        (GraphSAGE), or the edges and halo rows (GAT); only that operator is built."""
         features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
         self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
@@ -131,7 +122,7 @@ class Trainer:
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
         num_features = int(transport.allreduce([features.shape[1]], op="max")[0])
-        self.model = build_model(config, config.widths(num_features, shard.num_classes), dtype).to(device)
+        self.model = model.from_config(config, config.widths(num_features, shard.num_classes), dtype).to(device)
         self.inputs = self._model_inputs(features)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
@@ -142,9 +133,6 @@ class Trainer:
                       self.global_counts["train"]) if minibatch is None
             else SampledBatches(self, minibatch, on_presample))
 
-    def _aggregate(self, h: torch.Tensor) -> torch.Tensor:
-        return spmm(self.adjacency, h)
-
     @torch.no_grad()
     def _model_inputs(self, features: torch.Tensor) -> torch.Tensor | SparseRows:
         """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached.
@@ -153,7 +141,7 @@ class Trainer:
         decides alike from global counts, so all ranks take the same code path.
         """
         if self.config.first_layer == "cached":
-            features = self._aggregate(features)
+            features = self.aggregation(features)
             self.counters.reset()  # a setup cost, not an epoch's traffic
         if features.device.type != "cpu":
             return features
@@ -186,7 +174,7 @@ class Trainer:
     def correct_counts(self, epoch: int) -> dict[str, int]:
         """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
         self.model.eval()
-        predicted = logits_kernel.predicted_classes(self._forward(epoch))
+        predicted = self.kernels.predicted_classes(self._forward(epoch))
         hits = predicted == self.labels
         return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
 
@@ -251,19 +239,9 @@ class Trainer:
                            # only when not the default, so that checkpoints written before the option still match
                            **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
                            **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {}),
-                           **self._conv_identity(),
+                           **model_class(c.conv).identity(c),
                            **self.source.identity()},
                           sort_keys=True)
-
-    def _conv_identity(self) -> dict:
-        """The layer type and its own settings; nothing for the GCN, so that older checkpoints still match."""
-        c = self.config
-        if c.conv == "sage":
-            return {"conv": "sage", "root_weight": c.root_weight}
-        if c.conv == "gat":
-            return {"conv": "gat", "heads": c.heads, "output_heads": c.output_heads,
-                    "attention_dropout": c.attention_p}
-        return {}
 
     def state_dict(self) -> dict:
         """What a checkpoint holds: identical on every rank, since the weights are replicated."""

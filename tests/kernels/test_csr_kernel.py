@@ -19,7 +19,8 @@ from conftest import run_distgcn_in_process
 
 from distgcn.config import ConfigError
 from distgcn.kernels import csr as csr_kernel
-from distgcn.kernels.sparse import NumbaBlock, choose_kernel
+from distgcn.kernels import kernels_for
+from distgcn.kernels.sparse import NumbaBlock
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -45,17 +46,18 @@ def test_block_gives_scipys_product_at_every_width_and_accumulates() -> None:
 
 
 def test_auto_picks_it_on_the_cpu_and_torch_on_a_gpu() -> None:
-    assert choose_kernel("auto") == "numba"
-    assert choose_kernel("auto", torch.device("cuda")) == "torch"
-    assert choose_kernel("scipy") == "scipy"
+    assert kernels_for("cpu").name == kernels_for(torch.device("cpu"), "numba").name == "numba"
+    assert kernels_for(torch.device("cuda")).name == "torch"
+    assert kernels_for("cpu", "scipy").name == "scipy"
+    assert kernels_for("cpu") is kernels_for(torch.device("cpu"), "auto")  # one object per device and product
 
 
 @pytest.mark.parametrize("kernel", ["scipy", "numba"])
 def test_a_cpu_kernel_for_gpu_tensors_is_refused_naming_the_setting(kernel: str) -> None:
-    assert [choose_kernel(k) for k in ("torch", "numba")] == ["torch", "numba"]
-    assert choose_kernel("torch", torch.device("cuda")) == "torch"
+    assert [kernels_for("cpu", k).name for k in ("torch", "numba")] == ["torch", "numba"]
+    assert kernels_for(torch.device("cuda"), "torch").name == "torch"
     with pytest.raises(ConfigError) as info:
-        choose_kernel(kernel, torch.device("cuda", 1))
+        kernels_for(torch.device("cuda", 1), kernel)
     assert info.value.field == "compute.spmm_kernel"
     assert str(info.value) == f"compute.spmm_kernel {kernel} runs on the CPU only; the tensors are on cuda:1"
 
@@ -111,16 +113,16 @@ def test_rows_of_one_vector_are_summed_in_two_chains_and_wider_rows_in_one(dtype
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("width", [1, 7, 16, 17, 24, 32, 33, 48, 64, 100])
 def test_a_loop_compiled_for_its_width_gives_the_bits_of_the_run_time_width_loop(dtype, width: int) -> None:
-    """Same sum, same order: compiling the width in (whole vectors, then narrower ones, then single items) and the
-    far prefetch change the speed (docs/performance.md), not the result."""
+    """Same sum, same order: compiling the width in (whole vectors, then narrower ones, then single items) changes the
+    speed, not the result."""
     a = sp.random(500, 400, density=0.02, format="csr", random_state=width, dtype=dtype)
     dense = np.random.default_rng(width).standard_normal((400, width)).astype(dtype)
     bounds = csr_kernel.row_blocks(a.indptr, 4)
     results = []
-    for compiled_width, far in ((0, False), (width, False), (0, True), (width, True)):
+    for compiled_width in (0, width):
         out = np.full((500, width), 0.5, dtype=dtype)
-        csr_kernel._compiled(compiled_width)(a.indptr, csr_kernel._unsigned(a.indices), a.data, dense, out, bounds,
-                                             csr_kernel.threads(), np.zeros(1, dtype=np.int64), True, False, far)
+        csr_kernel._compiled(compiled_width)(a.indptr, a.indices, a.data, dense, out, bounds, csr_kernel.threads(),
+                                             np.zeros(1, dtype=np.int64), True)
         results.append(out)
     bits = f"u{np.dtype(dtype).itemsize}"
     for out in results[1:]:
@@ -149,19 +151,17 @@ def _fresh_llvm(width: int) -> str:
     cached = csr_kernel._compiled(width)
     loop = numba.njit(**cached.targetoptions)(cached.py_func)
     no_rows, dense = np.zeros(1, dtype=np.int32), np.zeros((1, max(width, 1)), dtype=np.float32)
-    loop(no_rows, csr_kernel._unsigned(no_rows[:0]), dense[0, :0], dense, dense[:0], np.zeros(2, dtype=np.int64),
-         1, np.zeros(1, dtype=np.int64), False, False, False)
+    loop(no_rows, no_rows[:0], dense[0, :0], dense, dense[:0], np.zeros(2, dtype=np.int64), 1,
+         np.zeros(1, dtype=np.int64), False)
     return "\n".join(loop.inspect_llvm().values())
 
 
-def test_the_width_compiled_loop_sums_in_registers_prefetches_and_streams_its_rows_out() -> None:
-    """What made it faster (docs/performance.md): no heap accumulator per row block, rows asked for ahead, written
-    rows stored around the caches and fenced before the threads join."""
+def test_the_width_compiled_loop_sums_in_registers_and_prefetches() -> None:
+    """What made it faster (benchmarks/kernel_ablation.py, ``stack_sums``, ``prefetch``): no heap accumulator per
+    row block, rows asked for ahead into L1."""
     compiled, run_time = (_fresh_llvm(width) for width in (64, 0))
     assert "NRT_MemInfo_alloc" not in compiled and "NRT_MemInfo_alloc" in run_time
-    for hint in (1, 3):  # into L2 far ahead, into L1 near
-        assert f"i32 0, i32 {hint}, i32 1)" in compiled and f"i32 0, i32 {hint}, i32 1)" in run_time
-    assert "!nontemporal" in compiled and "fence seq_cst" in compiled
+    assert "i32 0, i32 3, i32 1)" in compiled and "i32 0, i32 3, i32 1)" in run_time
 
 
 @pytest.mark.parametrize("width", [16, 64])
@@ -175,15 +175,15 @@ def test_the_width_compiled_loop_writes_its_rows_in_whole_vectors(width: int) ->
 @pytest.mark.parametrize("width", [16, 64, 0])
 def test_the_loop_knows_its_cache_line_and_width_when_compiled(width: int) -> None:
     """Values numba passes into a parallel loop's body arrive as arguments, unknown to the compiler: the prefetch
-    over a row's lines then divided by the line's items at every nonzero (1.3-1.6x slower, docs/performance.md)."""
+    over a row's cache lines then divided by the line's items at every nonzero; none divides at run time."""
     assert not re.search(r"= (udiv|sdiv|urem|srem) ", _fresh_llvm(width))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("width, offset", [(64, 0), (64, 1), (48, 0), (56, 0), (100, 0)])
-def test_streamed_rows_are_the_bits_of_stored_rows(dtype, width: int, offset: int) -> None:
-    """Rows are streamed out when they are whole 64-byte lines from a 64-byte boundary; elsewhere (an output one
-    item off the boundary, 56 float32 columns, 100 columns) stored as before. Either way the same bits."""
+def test_written_rows_are_the_bits_of_added_rows(dtype, width: int, offset: int) -> None:
+    """A written product (any alignment of the output, whole vectors or not) is the bits of the same product added
+    onto zeros."""
     a = sp.random(700, 600, density=0.02, format="csr", random_state=width, dtype=dtype)
     a[5] = 0
     a.eliminate_zeros()
@@ -193,7 +193,7 @@ def test_streamed_rows_are_the_bits_of_stored_rows(dtype, width: int, offset: in
     out = block[start:start + 700 * width].reshape(700, width)
     csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, accumulate=False)
     stored = np.zeros((700, width), dtype=dtype)
-    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, stored)  # accumulated onto zeros: never streamed
+    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, stored)  # accumulated onto zeros
     np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), stored.view(f"u{out.itemsize}"))
     np.testing.assert_allclose(out, a @ dense, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
@@ -201,7 +201,7 @@ def test_streamed_rows_are_the_bits_of_stored_rows(dtype, width: int, offset: in
 GUARDED_INDICES = """
 import ctypes, mmap, sys
 import numpy as np
-from distgcn import csr_kernel
+from distgcn.kernels import csr as csr_kernel
 
 page = mmap.PAGESIZE
 region = mmap.mmap(-1, 2 * page)
@@ -215,16 +215,16 @@ indptr = np.arange(0, nnz + 1, nnz // rows, dtype=np.int32)
 data = np.ones(nnz, dtype=np.float32)
 dense = np.ones((7, width), dtype=np.float32)
 out = np.zeros((rows, width), dtype=np.float32)
-# the far prefetch too, on this small H
-csr_kernel.add_product(indptr, indices, data, dense, out, accumulate=False, far_prefetch=True)
+csr_kernel.add_product(indptr, indices, data, dense, out, accumulate=False)
 assert (out == nnz // rows).all()
 """
 
 
 @pytest.mark.parametrize("width", [40, 64])
-def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
-    """The loop looks PREFETCH_AHEAD and FAR_PREFETCH_AHEAD nonzeros ahead; the matrix's last indices end where the
-    next page is unreadable, so a look past them would kill the process (SIGSEGV)."""
+def test_the_loop_reads_no_index_past_the_end(width: int) -> None:
+    """The loop looks PREFETCH_AHEAD nonzeros ahead, and sums two nonzeros a pass where rows fit a vector; the
+    matrix's last indices end where the next page is unreadable, so a look past them would kill the process
+    (SIGSEGV)."""
     result = subprocess.run([sys.executable, "-c", GUARDED_INDICES, str(width)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -233,7 +233,7 @@ def test_prefetching_ahead_reads_no_index_past_the_end(width: int) -> None:
 CACHE_HITS = """
 import sys
 import numpy as np
-from distgcn import csr_kernel, llvm_intrinsics
+from distgcn.kernels import csr as csr_kernel, llvm_intrinsics
 
 if len(sys.argv) > 1:  # llvm_intrinsics.py as if edited since the loops were cached
     llvm_intrinsics.SOURCE_DIGEST = sys.argv[1]
@@ -267,7 +267,7 @@ def test_a_changed_intrinsic_compiles_the_loops_again(tmp_path) -> None:
 
 def test_strided_operands_give_the_product_or_a_clear_error() -> None:
     """Rows are read and stored as whole vectors at their addresses: a strided ``dense`` is made contiguous, and a
-    strided ``out`` refused (a column slice of a wider array used to be streamed to misaligned rows: SIGSEGV)."""
+    strided ``out`` refused (the loop would write a column slice of a wider array over its neighbours)."""
     a = sp.random(70, 60, density=0.1, format="csr", random_state=4, dtype=np.float32)
     wide = np.random.default_rng(4).standard_normal((60, 100)).astype(np.float32)
     out = np.empty((70, 64), dtype=np.float32)
@@ -372,7 +372,7 @@ def test_transpose_product_is_the_same_bits_for_any_blocks_threads_and_loop(dtyp
             for blocks in (1, 2, 3, 7):
                 for loop in {compiled, 0}:
                     out = np.full((1500, width), 0.5, dtype=dtype)
-                    csr_kernel._compiled_transpose(loop)(a.indptr, csr_kernel._unsigned(a.indices), a.data, g, out,
+                    csr_kernel._compiled_transpose(loop)(a.indptr, a.indices, a.data, g, out,
                                                          csr_kernel.column_blocks(a.indices, 1500, blocks))
                     results.append(out)
             out = np.full((1500, width), 0.5, dtype=dtype)
@@ -428,84 +428,3 @@ def test_ranks_train_the_same_with_numba_and_scipy(tmp_path, ranks: int) -> None
         assert records[0]["run"]["spmm_kernel"] == kernel
         losses[kernel] = [r["loss"] for r in records[1:]]
     np.testing.assert_allclose(losses["numba"], losses["scipy"], rtol=1e-12)
-
-
-def test_the_far_prefetch_choice_keeps_the_variant_whose_fastest_timed_call_was_faster() -> None:
-    """Each variant runs once untimed (a first call may compile or fault pages in), then FAR_PREFETCH_TRIALS
-    times, in the order near, far, far, near; the faster fastest call wins. Here the near loop's untimed call was
-    the fastest of all, so counting it would keep the wrong one."""
-    choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 2)
-    near = [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS
-    far = [0.009, 0.004] + [0.006] * (csr_kernel.FAR_PREFETCH_TRIALS - 1)
-    order = []
-    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
-        assert choice.decided(key) is None
-        variant = choice.next_trial(key)
-        order.append(variant)
-        choice.record(key, variant, (far if variant else near).pop(0))
-    assert order == [False, True, True, False] * ((csr_kernel.FAR_PREFETCH_TRIALS + 1) // 2)
-    assert choice.decided(key) is True
-    assert choice.decided((64, True, 2)) is None  # each width, mode and thread count is timed apart
-    near_wins = csr_kernel.FarPrefetchChoice()
-    times = {False: [0.009] + [0.004] * csr_kernel.FAR_PREFETCH_TRIALS,
-             True: [0.001] + [0.005] * csr_kernel.FAR_PREFETCH_TRIALS}
-    for _ in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
-        variant = near_wins.next_trial(key)
-        near_wins.record(key, variant, times[variant].pop(0))
-    assert near_wins.decided(key) is False
-
-
-def test_the_far_prefetch_choice_times_each_variant_in_both_of_two_alternating_contexts() -> None:
-    """Calls that alternate between a fast context and a slow one (a training product and an evaluation product
-    every epoch), where the far loop is faster in each: it must win. Taking turns timed the near loop in the fast
-    context only and the far loop in the slow one, and kept the near loop."""
-    seconds = {("fast", False): 0.004, ("fast", True): 0.003, ("slow", False): 0.009, ("slow", True): 0.008}
-    choice, key = csr_kernel.FarPrefetchChoice(), (64, False, 1)
-    for call in range(2 * (csr_kernel.FAR_PREFETCH_TRIALS + 1)):
-        variant = choice.next_trial(key)
-        choice.record(key, variant, seconds[("fast" if call % 2 == 0 else "slow", variant)])
-    assert choice.decided(key) is True
-
-
-def test_the_far_prefetch_choice_times_more_rounds_while_the_variants_are_close() -> None:
-    """A first round inside a slow spell of the host (both loops alike, the far one a little faster) decides
-    nothing; the next round, on a quiet host, shows the near loop clearly faster, and it is kept. Deciding after the
-    first round kept the far loop."""
-    trials = csr_kernel.FAR_PREFETCH_TRIALS
-    spell = {False: [0.0024] + [0.0021] * trials, True: [0.0020] + [0.0020] * trials}
-    quiet = {False: [0.00143] * trials, True: [0.00176] * trials}
-    choice, key = csr_kernel.FarPrefetchChoice(), (16, False, 1)
-    for round_times in (spell, quiet):
-        for _ in range(2 * len(round_times[False])):
-            assert choice.decided(key) is None
-            variant = choice.next_trial(key)
-            choice.record(key, variant, round_times[variant].pop(0))
-    assert choice.decided(key) is False
-
-
-def test_the_far_prefetch_choice_keeps_the_faster_of_two_close_variants_after_its_most_trials() -> None:
-    """Variants within the clear margin of each other are timed until FAR_PREFETCH_MOST_TRIALS calls of each, not
-    one call longer, and the faster is kept."""
-    choice, key = csr_kernel.FarPrefetchChoice(), (32, False, 2)
-    calls = 2 * (csr_kernel.FAR_PREFETCH_MOST_TRIALS + 1)
-    for call in range(calls):
-        assert choice.decided(key) is None, f"decided after {call} of {calls} calls"
-        variant = choice.next_trial(key)
-        choice.record(key, variant, 0.00195 if variant else 0.00200)
-    assert choice.decided(key) is True
-
-
-@pytest.mark.parametrize("width", [16, 64])
-def test_products_while_the_far_prefetch_is_timed_and_after_give_the_same_bits(width: int) -> None:
-    """The product with a FarPrefetchChoice runs both variants on its first calls, then one: every call's result
-    is the bits of the loop with the far prefetch fixed off."""
-    a = sp.random(600, 500, density=0.03, format="csr", random_state=width, dtype=np.float32)
-    dense = np.random.default_rng(width).standard_normal((500, width)).astype(np.float32)
-    expected = np.empty((600, width), dtype=np.float32)
-    csr_kernel.add_product(a.indptr, a.indices, a.data, dense, expected, accumulate=False, far_prefetch=False)
-    choice, bounds = csr_kernel.FarPrefetchChoice(), {}
-    for _ in range(2 * (csr_kernel.FAR_PREFETCH_MOST_TRIALS + 1) + 2):
-        out = np.full((600, width), np.nan, dtype=np.float32)
-        csr_kernel.add_product(a.indptr, a.indices, a.data, dense, out, bounds, accumulate=False, far_prefetch=choice)
-        np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
-    assert choice.decided((width, False, csr_kernel.threads())) in (False, True)

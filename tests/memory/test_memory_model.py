@@ -24,8 +24,11 @@ from distgcn.config import ConfigError, ModelConfig, TrainConfig
 from distgcn.data.graph import Graph, normalized_adjacency
 from distgcn.errors import InputError
 from distgcn.io import limits
+from distgcn.kernels import PRODUCTS
 from distgcn.memory import prediction as memory
-from distgcn.nn.model import GCN
+from distgcn.nn.gat import gat_activation_bytes
+from distgcn.nn.model import GCN, gcn_activation_bytes
+from distgcn.nn.sage import sage_activation_bytes
 from distgcn.shard.cut import iter_shards
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.halo import HaloExchanger, HaloPlan
@@ -70,8 +73,8 @@ def measured_rank(t: InProcessTransport, directed: bool, kernel: str, s: int) ->
         "buffers": sum(b.nbytes for b in exchanger._buffers.values()),
         "symmetric": is_symmetric(shard.owned_block),
         "predicted": memory.adjacency_bytes(dataclasses.replace(sizes, owned_symmetric=is_symmetric(
-            shard.owned_block)), s, kernel),
-        "unknown": memory.adjacency_bytes(sizes, s, kernel),
+            shard.owned_block)), s, PRODUCTS[kernel]),
+        "unknown": memory.adjacency_bytes(sizes, s, PRODUCTS[kernel]),
         "halo_buffers": (sizes.halo_rows + sizes.rows_sent) * WIDTH * s,
     }
 
@@ -178,18 +181,18 @@ def test_refuse_if_too_big_refuses_one_byte_short_and_names_the_largest_part_and
 def test_activations_worked_examples():
     n = 10
     # 8 -> 5 -> 3: both layers multiply by W first (b < a) and keep only their outputs; backward at width 5
-    assert memory._activations(n, [8, 5, 3], 4, 0.5, True) == n * 5 * 4 + n * 3 * 4 + 3 * n * 5 * 4
+    assert gcn_activation_bytes(n, [8, 5, 3], 4, 0.5, True) == n * 5 * 4 + n * 3 * 4 + 3 * n * 5 * 4
     # 3 -> 7 -> 2: layer 0 keeps dropout(H) (3 wide, no mask: the input's) and its output; backward at width 7
-    assert memory._activations(n, [3, 7, 2], 8, 0.5, True) == n * 3 * 8 + n * 7 * 8 + n * 2 * 8 + 3 * n * 7 * 8
+    assert gcn_activation_bytes(n, [3, 7, 2], 8, 0.5, True) == n * 3 * 8 + n * 7 * 8 + n * 2 * 8 + 3 * n * 7 * 8
     # 6 -> 4 -> 9 -> 2 with dropout on a GPU: layer 1 (4 -> 9) keeps dropout(H) and its float mask
     kept = n * 4 * 8 + (n * 4 * 8 + n * 4 * 8) + n * 9 * 8 + n * 2 * 8
-    assert memory._activations(n, [6, 4, 9, 2], 8, 0.5, True) == kept + 3 * n * 9 * 8
+    assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.5, True) == kept + 3 * n * 9 * 8
     # the same on the CPU, or without dropout on a GPU: no mask
     no_mask = kept - n * 4 * 8
-    assert memory._activations(n, [6, 4, 9, 2], 8, 0.5, False) == no_mask + 3 * n * 9 * 8
-    assert memory._activations(n, [6, 4, 9, 2], 8, 0.0, True) == no_mask + 3 * n * 9 * 8
+    assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.5, False) == no_mask + 3 * n * 9 * 8
+    assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.0, True) == no_mask + 3 * n * 9 * 8
     # equal widths (b == a) multiply by Â first: layer 1 keeps its mask, dropout(H) and its output
-    assert memory._activations(n, [5, 5, 5], 4, 0.5, True) == (n * 5 * 4 + n * 5 * 4) + (
+    assert gcn_activation_bytes(n, [5, 5, 5], 4, 0.5, True) == (n * 5 * 4 + n * 5 * 4) + (
         n * 5 * 4 + n * 5 * 4 + n * 5 * 4) + 3 * n * 5 * 4
 
 
@@ -229,9 +232,10 @@ def test_predict_on_a_gpu_has_no_shard_term_and_auto_is_torch_there():
     config = ModelConfig(layers=2, hidden=(6,), dtype="float32")
     gpu = memory.predict(SIZES, config, on_gpu=True)
     assert "shard" not in gpu
-    assert gpu["adjacency"] == memory.adjacency_bytes(SIZES, 4, "torch") != memory.adjacency_bytes(SIZES, 4, "numba")
+    torch_form, numba_form = PRODUCTS["torch"], PRODUCTS["numba"]
+    assert gpu["adjacency"] == memory.adjacency_bytes(SIZES, 4, torch_form) != memory.adjacency_bytes(SIZES, 4, numba_form)
     assert gpu["total"] == sum(v for k, v in gpu.items() if k != "total")
-    assert memory.predict(SIZES, config, on_gpu=False)["adjacency"] == memory.adjacency_bytes(SIZES, 4, "numba")
+    assert memory.predict(SIZES, config, on_gpu=False)["adjacency"] == memory.adjacency_bytes(SIZES, 4, numba_form)
 
 
 @pytest.mark.parametrize("entries, index", [(2**31 - 1, 4), (2**31, 8)])
@@ -240,10 +244,10 @@ def test_scipy_indices_are_int32_below_2_to_the_31(entries, index):
                                 owned_symmetric=True)
     owned = 2 * index + (entries - 4) * (index + 4)
     halo = 2 * index + 4 * (index + 4)
-    assert memory.adjacency_bytes(sizes, 4, "scipy") == owned + halo
+    assert memory.adjacency_bytes(sizes, 4, PRODUCTS["scipy"]) == owned + halo
     rows = dataclasses.replace(sizes, rows=entries - 1, halo_rows=1, nnz_owned=4)
     small = entries * index  # (rows + 1) row pointers
-    assert memory.adjacency_bytes(rows, 4, "numba") == small + 4 * (index + 4) + small + 4 * (index + 4)
+    assert memory.adjacency_bytes(rows, 4, PRODUCTS["numba"]) == small + 4 * (index + 4) + small + 4 * (index + 4)
 
 
 MEMINFO = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    7000001 kB\nCached: 5 kB\n"
@@ -388,7 +392,7 @@ def trainer_rank(t: InProcessTransport, dtype: str, feature_dtype: type, kernel:
     trainer = Trainer(shard, t, TrainConfig(hidden=(5,), dtype=dtype, dropout=0.0), kernel)  # no numba dropout:
     # under NUMBA_THREADING_LAYER=workqueue (mutation runs) two rank threads launching one kernel abort
     trainer.train_epoch(0)
-    adjacency = trainer.adjacency
+    adjacency = trainer.aggregation.adjacency
     blocks = [adjacency.owned, adjacency.owned_t, *adjacency.halo_by_sender]
     held = [trainer.inputs, trainer.labels, *trainer.masks.values(), adjacency.exchanger.plan.send_index] + [
         a for b in blocks for a in host_arrays(b.matrix)]
@@ -441,7 +445,7 @@ def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...]
     storages = saved_storages(trainer, [])
     widths = config.widths(7, shard.num_classes)
     n = shard.n_owned
-    return sum(storages.values()), memory._activations(n, widths, 8, dropout, False) - 3 * n * max(widths[1:]) * 8
+    return sum(storages.values()), gcn_activation_bytes(n, widths, 8, dropout, False) - 3 * n * max(widths[1:]) * 8
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
@@ -467,10 +471,10 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
     if config.conv == "gat":
         heads = [config.heads] * (len(widths) - 2) + [config.output_heads]
         backward = max((4 * edges * k + 3 * (n + h) * k * b) * 8 for k, b in zip(heads, widths[1:])) + 2 * (1 << 24)
-        predicted = memory._gat_activations(n, h, edges, widths, heads, 8, config.dropout, config.attention_p) \
+        predicted = gat_activation_bytes(n, h, edges, widths, heads, 8, config.dropout, config.attention_p) \
             - backward
     else:
-        predicted = memory._sage_activations(n, widths, 8, config.dropout, config.root_weight) \
+        predicted = sage_activation_bytes(n, widths, 8, config.dropout, config.root_weight) \
             - 3 * n * max(widths[1:]) * 8
     return sum(storages.values()), predicted, edges
 

@@ -19,11 +19,12 @@ import torch
 
 from distgcn.comm.transport.setup import make_transport
 from distgcn.config import TrainConfig
+from distgcn.kernels import kernels_for
 from distgcn.memory.prediction import predict, shard_sizes
 from distgcn.nn.dropout import keyed_dropout
 from distgcn.shard.directory import shard_filename
 from distgcn.shard.distribute import load_own_shard
-from distgcn.training.pipeline import _compile_kernels
+from distgcn.training.pipeline import _warm_up
 from distgcn.training.trainer import Trainer
 
 
@@ -57,10 +58,11 @@ def main() -> None:
     device = transport.device
     warm_up(device)
     config = TrainConfig(layers=int(layers), hidden=(int(hidden),), epochs=int(epochs), dtype=dtype)
-    if device.type == "cpu":  # the train pipeline's own step before it loads a shard: numba's compiler is a library
-        # cost, not the trainer's. Mirrored by hand, it drifted twice: a loop left out compiled inside the measured
-        # window, +30 MB with numba's cache empty and +71 MB with its index holding other widths' loops
-        _compile_kernels(kernel, config, transport.size > 1)
+    kernels = kernels_for(device, kernel)
+    # the train pipeline's own step before it loads a shard: numba's compiler is a library cost, not the trainer's.
+    # Mirrored by hand, it drifted twice: a loop left out compiled inside the measured window, +30 MB with numba's
+    # cache empty and +71 MB with its index holding other widths' loops
+    _warm_up(kernels, config, transport.size > 1)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -70,7 +72,7 @@ def main() -> None:
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current resident set
         baseline = status_kib("VmRSS") * 1024
     shard = load_own_shard(transport, directory)
-    trainer = Trainer(shard, transport, config, kernel=kernel)
+    trainer = Trainer(shard, transport, config, kernels)
     for _record in trainer.epochs():
         pass
     if device.type == "cuda":
@@ -78,7 +80,7 @@ def main() -> None:
     else:
         measured = status_kib("VmHWM") * 1024 - baseline
     sizes = shard_sizes(Path(directory) / shard_filename(transport.rank))
-    predicted = predict(sizes, config, device.type == "cuda", kernel)
+    predicted = predict(sizes, config, device.type == "cuda", kernels.name)
     report = transport.allgather_object({"rank": transport.rank, "device": str(device), "measured": measured,
                                          "predicted": predicted})
     if transport.rank == 0:

@@ -17,6 +17,7 @@ from hash_oracle import MASK, PHI_INCREMENT, oracle_mix64
 
 from distgcn.hashing import uniforms
 from distgcn.kernels import dropout as dropout_kernel
+from distgcn.kernels import tricks
 from distgcn.nn import dropout
 from distgcn.nn.dropout import (
     dropout_key,
@@ -323,7 +324,8 @@ def test_relu_folded_into_the_one_pass_product_equals_a_float64_oracle(dtype, re
 def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) -> None:
     """GCN hands its hidden layer's pre-activation to an output layer of at most NARROW_PRODUCT_WIDTH columns,
     which applies the ReLU in its kernels both ways; with that turned off (ReLU as its own autograd step) three
-    steps of training give the same losses, logits and weight gradients bit for bit. Also checks the fold is taken
+    steps of training give the same losses, logits and weight gradients bit for bit (its switch,
+    ``Tricks.relu_folding``). Also checks the fold is taken
     (in training with dropout only) and that layer_outputs still lists the ReLU's output."""
     from distgcn.nn import model as model_module
 
@@ -342,8 +344,8 @@ def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) ->
     def train(fold: bool) -> list:
         gcn = model_module.GCN([10, 16, 4], dropout=0.5, seed=9, dtype=dtype)
         record = []
-        with mock.patch.object(model_module, "relu_fuses", side_effect=lambda *args: fold and dropout.relu_fuses(*args)
-                               ) as asked:
+        with mock.patch.object(tricks, "TRICKS", tricks.Tricks(relu_folding=fold)), \
+                mock.patch.object(dropout, "relu_fuses", wraps=dropout.relu_fuses) as asked:
             for epoch in range(3):
                 gcn.zero_grad()
                 logits = gcn(x, aggregate, ids, epoch)
@@ -368,7 +370,7 @@ def test_a_gcn_with_the_relu_folded_trains_to_the_same_bits_as_without(dtype) ->
 
 BACKWARD_CACHE_HITS = """
 import numpy as np
-from distgcn import dropout_kernel, dropout_loops
+from distgcn.kernels import dropout as dropout_kernel, dropout_loops
 
 dropout_kernel.compile_now(np.dtype(np.float32), [64, 5000])  # a width compiled in, and the run-time-width loop
 print(sum(sum(dropout_loops.backward_loop(width).stats.cache_hits.values()) for width in (64, 0)))

@@ -356,8 +356,8 @@ def _shards_and_a_hat(tmp_path, ranks: int, fn):
     from conftest import random_edge_file
 
     from distgcn.comm.transport.inprocess import run_ranks
-    from distgcn.data.prepare import GraphOptions, prepare_graph
     from distgcn.config import PartitionerConfig
+    from distgcn.data.prepare import GraphOptions, prepare_graph
     from distgcn.shard.scatter import build_and_scatter
 
     options = GraphOptions(spec=random_edge_file(tmp_path / "g.txt", n=90, m=300, seed=4), features=4, classes=2,

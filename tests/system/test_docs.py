@@ -117,8 +117,8 @@ def test_benchmarks_never_write_into_the_source_tree_by_default():
 
 
 def test_architecture_lists_the_layers_the_dependency_test_enforces():
-    """docs/architecture.md's numbered list of packages is tests/test_dependencies.py's LAYERS, in its order."""
-    from test_dependencies import LAYERS
+    """docs/architecture.md's numbered list of packages is tests/helpers/layers.py's LAYERS, in its order."""
+    from layers import LAYERS
 
     text = (ROOT / "docs" / "architecture.md").read_text()
     listed = re.findall(r"^ ?\d+  (distgcn[\w.]*(?:, distgcn[\w.]*)*)", text, re.M)
