@@ -1,7 +1,7 @@
 """Do the kept activation buffers pay? ``distgcn train`` with them and without, runs interleaved.
 
 Each run is a fresh process: ``python -m distgcn train ARGS --metrics FILE``,
-and for "without" the same command after ``activation_buffers.CAN_COUNT_USES``
+and for "without" the same command after ``kept_buffers.CAN_COUNT_USES``
 is set False (what a torch without a storage use count gets: every large
 activation is allocated anew, as before the buffers). Reports per run the
 median epoch from the third on, the epochs' range, and the process's system
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-WITHOUT = ("import sys, runpy; from distgcn import activation_buffers; activation_buffers.CAN_COUNT_USES = False; "
+WITHOUT = ("import sys, runpy; from distgcn.kernels import kept_buffers; kept_buffers.CAN_COUNT_USES = False; "
            "sys.argv = ['distgcn', *sys.argv[1:]]; runpy.run_module('distgcn', run_name='__main__')")
 """The ``train`` command with the kept buffers off."""
 

@@ -39,15 +39,17 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def import_revision(revision: str, scratch: Path):
-    """``distgcn.kernels.csr`` as it was at ``revision``, imported as ``distgcn_base.csr_kernel`` (its imports inside
-    the package are relative, so they resolve to the same revision)."""
+    """The CSR loop as it was at ``revision``, imported from the package copied as ``distgcn_base``: its module
+    ``kernels/csr.py`` (``csr_kernel.py`` in revisions before the stage packages). The package imports absolutely, so
+    the revision's loop uses this checkout's other modules (the LLVM intrinsics among them): only the loop differs."""
     archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", "--format=tar", revision, "distgcn"],
                              check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(scratch, filter="data")
     (scratch / "distgcn").rename(scratch / "distgcn_base")
     sys.path.insert(0, str(scratch))
-    return importlib.import_module("distgcn_base.csr_kernel")
+    nested = (scratch / "distgcn_base" / "kernels" / "csr.py").exists()
+    return importlib.import_module("distgcn_base.kernels.csr" if nested else "distgcn_base.csr_kernel")
 
 
 def main() -> None:
