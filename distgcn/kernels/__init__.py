@@ -63,7 +63,7 @@ def choose_product(choice: str, device: Any = "cpu") -> ProductKernel:
     """``auto``: ``numba`` on the CPU (our loop for products of 8 columns or more, torch's CSR product on int32
     indices below, on every thread given), torch's on a GPU; a CPU-only kernel on a GPU is refused.
 
-    Measured in benchmarks/spmm_kernels.py (docs/performance.md): from 8 columns our loop was faster than every
+    Measured in benchmarks/spmm_kernels.py: from 8 columns our loop was faster than every
     library (at 64 columns several times torch's product and scipy's), and torch's product on int32 indices about
     as fast below. ``device``: a torch device or its type's name.
     """
