@@ -60,9 +60,9 @@ WAITS = {"exchange": "exchange_wait", "overlapped": "exposed_wait"}
 """The timed calls that wait for messages, and the name of their comm_wait_s samples."""
 
 
-def drain(exchange: HaloExchange) -> list[torch.Tensor]:
-    """Wait for every receive and send of ``exchange`` (waits timed as in the SpMM); each sender's rows."""
-    messages = [rows for _, rows in exchange.arrivals()]
+def drain(exchange: HaloExchange) -> dict[int, torch.Tensor]:
+    """Wait for every receive and send of ``exchange`` (waits timed as in the SpMM); each sender's rows, by sender."""
+    messages = dict(exchange.arrivals())
     exchange.finish()
     return messages
 
@@ -74,8 +74,8 @@ def forward_parts(adjacency: DistributedAdjacency, h: torch.Tensor) -> dict[str,
 
     def halo_products() -> None:
         y = torch.zeros((adjacency.n_owned, h.shape[1]), dtype=h.dtype)
-        for block, rows in zip(adjacency.halo_by_sender, halo):
-            block.add_product(y, rows)
+        for k, rows in halo.items():
+            adjacency.halo_by_sender[k].add_product(y, rows)
 
     def owned_product() -> None:
         adjacency.owned.add_product(torch.zeros((adjacency.n_owned, h.shape[1]), dtype=h.dtype), h)
@@ -101,7 +101,7 @@ def backward_parts(adjacency: DistributedAdjacency, g: torch.Tensor) -> dict[str
     def owned_product() -> None:
         adjacency.owned_t.add_product(torch.zeros((adjacency.n_owned, g.shape[1]), dtype=g.dtype), g)
 
-    return {"exchange": lambda: drain(exchanger.start_reverse(halo_grad)),
+    return {"exchange": lambda: drain(exchanger.start_reverse(g.shape[1], g.dtype, lambda k, out: None)),
             "owned": owned_product, "halo": halo_products, "overlapped": lambda: adjacency.matmul_transpose(g)}
 
 

@@ -205,10 +205,17 @@ class ModelConfig:
     """GAT: dropout of the attention coefficients; None: the same as ``dropout``."""
     root_weight: bool = True
     """GraphSAGE: whether a vertex's own row enters through its own weight (W_self)."""
+    halo_window: int | None = None
+    """Rounds of halo messages (one peer's rows each way) in flight and in memory at once, at least 2; None: the
+    whole halo at once (distgcn/spmm/halo.py)."""
 
     def __post_init__(self) -> None:
         s = self.SECTION
         _choice(s, "conv", self.conv, CONVS)
+        if self.halo_window is not None:
+            _require(_is_int(self.halo_window) and 2 <= self.halo_window <= COUNT_MAX, f"{s}.halo_window",
+                     f"{{{s}.halo_window}}: expected an integer >= 2 (one round in flight while another is "
+                     f"multiplied) or all, got {self.halo_window!r}")
         _positive(s, "heads", self.heads)
         _positive(s, "output_heads", self.output_heads)
         if self.attention_dropout is not None:
@@ -247,6 +254,8 @@ class ModelConfig:
             out.update(conv="sage", root_weight=self.root_weight)
         elif self.conv == "gat":
             out.update(conv="gat", heads=self.heads, output_heads=self.output_heads)
+        if self.halo_window is not None:
+            out["halo_window"] = self.halo_window
         return out
 
     @property

@@ -68,6 +68,25 @@ def probability(text: str) -> float:
     return value
 
 
+def halo_window(text: str) -> int | None:
+    """``--halo-window``: a count of rounds >= 2, or ``all`` (the whole halo)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2 or all, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2 (one round in flight while another is "
+                                         f"multiplied) or all, got {text!r}")
+    return value
+
+
+HALO_WINDOW_HELP = ("at most K rounds of halo messages (one peer's rows each way) in flight and in memory at once "
+                    "instead of the whole halo: a rank's halo buffers shrink to K of its largest messages, for the "
+                    "same results bit for bit (docs/runtime.md; `stats --predict` shows what each K needs)")
+
+
 def field_options(cls: type, name: str) -> dict[str, Any]:
     """``add_argument``'s default (and choices, where the field declares them) for field ``name`` of the
     configuration class ``cls``."""

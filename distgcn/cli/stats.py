@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 
 from distgcn.cli.options import (
+    HALO_WINDOW_HELP,
     field_flags,
     field_options,
+    halo_window,
     positive_int,
     probability,
     widths,
@@ -46,6 +48,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     stats.add_argument("--no-root-weight", dest="root_weight", action="store_false",
                        **field_options(ModelConfig, "root_weight"),
                        help="--conv sage: no W_self term")
+    stats.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
+                       help=HALO_WINDOW_HELP + " (default: all)")
     stats.set_defaults(field_name=field_flags(stats))
     return stats
 
@@ -56,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from distgcn.errors import InputError
 
     options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout, conv=args.conv,
-                          heads=args.heads, output_heads=args.output_heads, root_weight=args.root_weight)
+                          heads=args.heads, output_heads=args.output_heads, root_weight=args.root_weight,
+                          halo_window=args.halo_window)
     if (args.predict is None) == (not args.partition_dirs):
         raise InputError("stats: give partition directories or --predict, not both" if args.predict else
                          "stats: give a partition directory (or several), or --predict n=...,nnz=...,features=...,"

@@ -10,11 +10,13 @@ import argparse
 import sys
 
 from distgcn.cli.options import (
+    HALO_WINDOW_HELP,
     add_graph_options,
     add_vertex_order_option,
     epochs_int,
     field_flags,
     field_options,
+    halo_window,
     non_negative_float,
     positive_int,
     probability,
@@ -88,6 +90,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="send halo rows (forward) and halo partial products (backward) in this dtype, "
                             "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
                             "rounding of what crosses ranks (default: --dtype, no conversion)")
+    train.add_argument("--halo-window", type=halo_window, **field_options(TrainConfig, "halo_window"), metavar="K",
+                       help=HALO_WINDOW_HELP + " (default: all)")
     train.add_argument("--threads", type=threads_int, **field_options(ComputeConfig, "threads"),
                        help="compute threads per rank (torch, BLAS and our numba kernels); default: "
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")

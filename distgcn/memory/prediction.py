@@ -14,7 +14,9 @@ halo.py, model.py and dropout.py:
   where it is not its own (a directed graph; counted unless known);
 - features, labels, masks, the send index;
 - weights, their gradients and the optimizer state;
-- halo and send buffers, one pair per distinct width that crosses ranks;
+- halo and send buffers, one pair per distinct width that crosses ranks:
+  the whole halo, or with ``train --halo-window K`` K slots of the largest
+  message each way;
 - activations: what autograd keeps from the training forward pass, plus the
   largest transient (a layer's products and the kernel's temporary), or the
   backward pass's gradients. Dropout keeps no mask on the CPU, and a layer
@@ -38,6 +40,7 @@ from distgcn.errors import InputError
 from distgcn.io.limits import available_bytes
 from distgcn.io.npy_files import read_npy_header, read_npz
 from distgcn.kernels import ProductKernel, choose_product
+from distgcn.spmm.window import message_buffer_rows
 
 ITEMSIZE = {"float32": 4, "float64": 8}
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0}
@@ -61,6 +64,10 @@ class ShardSizes:
     classes: int
     owned_symmetric: bool | None = None
     """Whether the owned block is its own transpose (then no transpose is stored); None: unknown, counted."""
+    largest_recv: int | None = None
+    """Rows of the largest message this rank receives (and, next, sends): what a halo window's slots hold;
+    None: unknown, the whole halo is counted."""
+    largest_send: int | None = None
 
 
 def sizes_of(shard) -> ShardSizes:
@@ -70,7 +77,13 @@ def sizes_of(shard) -> ShardSizes:
         rows_sent=int(shard.send_index.shape[0]), senders=int(shard.recv_peers.shape[0]),
         features=int(shard.features.shape[1]), feature_itemsize=shard.features.itemsize,
         adjacency_itemsize=shard.owned_block.data.itemsize, classes=shard.num_classes,
+        largest_recv=_largest(shard.recv_offsets), largest_send=_largest(shard.send_offsets),
     )
+
+
+def _largest(offsets: np.ndarray) -> int:
+    """Rows of the largest message of a plan's offsets (0 where there is none)."""
+    return int(np.diff(offsets).max()) if len(offsets) > 1 else 0
 
 
 def refuse_if_too_big(predicted: dict[str, int], available: int | None, where: str) -> None:
@@ -105,13 +118,15 @@ def shard_sizes(path: str | Path) -> ShardSizes:
     path = Path(path)
     headers = _npz_headers(path)
     try:
-        classes = int(read_npz(path, ["num_classes"])["num_classes"])
+        small = read_npz(path, ["num_classes", "recv_offsets", "send_offsets"])
+        classes = int(small["num_classes"])
         return ShardSizes(
             rows=headers["global_ids"][0][0], halo_rows=headers["halo_global_ids"][0][0],
             nnz_owned=headers["owned_block.indices"][0][0], nnz_halo=headers["halo_block.indices"][0][0],
             rows_sent=headers["send_index"][0][0], senders=headers["recv_peers"][0][0],
             features=headers["features"][0][1], feature_itemsize=headers["features"][1].itemsize,
             adjacency_itemsize=headers["owned_block.data"][1].itemsize, classes=classes,
+            largest_recv=_largest(small["recv_offsets"]), largest_send=_largest(small["send_offsets"]),
         )
     except (KeyError, IndexError) as exc:
         raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None
@@ -137,6 +152,14 @@ def adjacency_bytes(sizes: ShardSizes, s: int, product: ProductKernel) -> int:
     if product.builds_transposes:  # each halo block's transpose, built on the first backward pass
         total += (h + sizes.senders) * _INDEX + sizes.nnz_halo * (_INDEX + s)
     return total
+
+
+def halo_buffer_rows(sizes: ShardSizes, window: int | None) -> int:
+    """Rows of the halo and send buffers of one exchanged width: the whole halo, or ``window`` slots of the largest
+    message each way where that is fewer (:func:`distgcn.spmm.window.windowed`)."""
+    if sizes.largest_recv is None or sizes.largest_send is None:
+        return sizes.halo_rows + sizes.rows_sent
+    return message_buffer_rows(window, sizes.halo_rows, sizes.rows_sent, sizes.largest_recv, sizes.largest_send)
 
 
 def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "auto") -> dict[str, int]:
@@ -167,7 +190,7 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
         "labels_masks": n * (_INDEX + 3),
         "plan": r * _INDEX,
         "parameters": params * s * (2 + OPTIMIZER_STATES[model.optimizer]),
-        "halo_buffers": sum((h + r) * c * s for c in exchanged),
+        "halo_buffers": sum(halo_buffer_rows(sizes, model.halo_window) * c * s for c in exchanged),
         "activations": activations,
     }
     if on_gpu:

@@ -1,20 +1,37 @@
 """The halo exchange: moving the rows of H that other ranks' rows of Â need.
 
 Forward, each rank sends the owned rows listed in its plan and receives its
-halo rows straight into the halo buffer (halo rows are grouped by sender, so
-each peer's message fills one contiguous slice). Backward runs the same pairs
-in reverse: partial products for halo rows go back to their owners, who add
-them into the gradient of the rows they sent.
+halo rows; backward runs the same pairs in reverse: partial products for
+halo rows go back to their owners, who add them into the gradient of the
+rows they sent.
 
-:class:`HaloExchanger` owns the plan, the reused buffers and the counters;
-each exchange it starts is a :class:`HaloExchange` that owns what belongs to
-that exchange alone (its messages, their conversion from the wire dtype, the
-reverse add), so the SpMM needs nothing else.
+Messages move in rounds, the classic shifted schedule of an all-to-all: in
+round t = 1 .. P-1 rank r sends to r + t and receives from r - t (mod P),
+and a rank that has nothing for either peer skips the round. Every rank adds
+what it receives in round order, so a result does not depend on when the
+messages land, nor on how many rounds are in flight:
+
+- the whole halo (``window=None``): every round is posted at once and the
+  halo rows land in one buffer, each sender's in its own slice;
+- a window of K rounds (``train --halo-window K``): at most K rounds are in
+  flight, each in one of K reused slots the size of the largest message, so
+  a rank holds K peers' rows instead of its whole halo (where that is
+  fewer rows: :func:`windowed`). A round's rows are
+  packed when it is posted and its slot is reused once its rows are consumed
+  and its send is done. The message of rounds t is posted by both of its
+  ends in their round t, and every rank posts its rounds in increasing
+  order and waits only on its lowest unfinished one, so the lowest unfinished
+  round of the whole job can always complete: no rank waits forever.
+
+:class:`HaloExchanger` owns the plan, the schedule, the reused buffers and
+the counters; each exchange it starts owns what belongs to that exchange
+alone (its messages, their conversion from the wire dtype, the reverse add).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,14 +41,22 @@ from distgcn import config
 from distgcn.comm.counters import CommCounters
 from distgcn.comm.transport import Exchange, Transport
 from distgcn.shard.rank_shard import Shard
+from distgcn.spmm.window import windowed
 
 HALO_DTYPES = {name: getattr(torch, name) for name in config.HALO_DTYPES}
 """``train --halo-dtype``: what halo messages may travel as (converted back to the training dtype on arrival)."""
+
+FillPartials = Callable[[int, torch.Tensor], None]
+"""``fill(k, out)``: write into ``out`` the partial products for the halo rows received from recv peer k."""
 
 
 def offsets_to_slices(offsets: Sequence[int] | np.ndarray) -> list[slice]:
     """The consecutive ranges ``offsets[k]:offsets[k + 1]`` (message k's rows in a buffer grouped by peer)."""
     return [slice(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def _rows(s: slice) -> int:
+    return s.stop - s.start
 
 
 @dataclass(frozen=True)
@@ -64,24 +89,46 @@ class HaloPlan:
         return int(self.send_index.shape[0])
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round of the schedule: the index of the send peer and of the recv peer in the plan (None: nothing)."""
+
+    send: int | None
+    recv: int | None
+
+
+def round_schedule(plan: HaloPlan, rank: int, size: int) -> list[Round]:
+    """Rank ``rank``'s non-empty rounds: in round t it sends to rank + t and receives from rank - t (mod size)."""
+    send_at = {peer: k for k, peer in enumerate(plan.send_peers)}
+    recv_at = {peer: k for k, peer in enumerate(plan.recv_peers)}
+    rounds = []
+    for t in range(1, size):
+        step = Round(send_at.get((rank + t) % size), recv_at.get((rank - t) % size))
+        if step.send is not None or step.recv is not None:
+            rounds.append(step)
+    return rounds
+
+
 class HaloExchange:
-    """One posted exchange: its messages in sender order, converted from the wire dtype, then its sends finished.
+    """One exchange posted whole: its messages in round order, converted from the wire dtype, then its sends finished.
 
     Its buffers belong to the exchanger and are reused by the next exchange,
     so it must be finished before another one starts.
     """
 
-    def __init__(self, posted: Exchange, messages: list[torch.Tensor], landings: list[torch.Tensor] | None,
-                 counters: CommCounters):
+    def __init__(self, posted: Exchange, received: list[int], messages: list[torch.Tensor],
+                 landings: list[torch.Tensor] | None, counters: CommCounters):
         self._posted = posted
+        self._received = received
+        """Per posted receive: its index in the plan's receive (or, reversed, send) list."""
         self._messages = messages
-        """Per receive: where its rows are read from, in the data's dtype."""
+        """Per posted receive: where its rows are read from, in the data's dtype."""
         self._landings = landings
-        """Per receive, with a narrower wire dtype: where it lands, to be converted into ``_messages``."""
+        """Per posted receive, with a narrower wire dtype: where it lands, to be converted into ``_messages``."""
         self._counters = counters
 
     def arrivals(self) -> Iterator[tuple[int, torch.Tensor]]:
-        """(k, message k's rows) for k = 0, 1, ..., each as soon as it and every one before it have arrived.
+        """(k, the rows of the plan's receive k), in round order, each as soon as it and every one before it landed.
 
         Adding the senders' contributions in a fixed order makes the sums, and
         so training, bitwise reproducible for a given partition whatever the
@@ -92,12 +139,12 @@ class HaloExchange:
         count = len(self._messages)
         arrived = [False] * count
         next_index = 0
-        for k in self._timed(self._posted.completed_receives()):
+        for i in _timed(self._counters, self._posted.completed_receives()):
             if self._landings is not None:
-                self._messages[k].copy_(self._landings[k])
-            arrived[k] = True
+                self._messages[i].copy_(self._landings[i])
+            arrived[i] = True
             while next_index < count and arrived[next_index]:
-                yield next_index, self._messages[next_index]
+                yield self._received[next_index], self._messages[next_index]
                 next_index += 1
 
     def finish(self) -> None:
@@ -105,27 +152,107 @@ class HaloExchange:
         with self._counters.timing("comm_wait_s"):
             self._posted.wait_sends()
 
-    def _timed(self, receives: Iterator[int]) -> Iterator[int]:
-        """The completion iterator, with time blocked in it counted as comm wait."""
-        while True:
-            with self._counters.timing("comm_wait_s"):
-                index = next(receives, None)
-            if index is None:
-                return
-            yield index
+
+def _timed(counters: CommCounters, receives: Iterator[int]) -> Iterator[int]:
+    """The completion iterator, with time blocked in it counted as comm wait."""
+    while True:
+        with counters.timing("comm_wait_s"):
+            index = next(receives, None)
+        if index is None:
+            return
+        yield index
 
 
 class ReverseExchange(HaloExchange):
     """A reverse exchange: the partial products for the rows this rank sent forward, added into their gradient."""
 
-    def __init__(self, posted: Exchange, messages: list[torch.Tensor], landings: list[torch.Tensor] | None,
-                 counters: CommCounters, rows: list[torch.Tensor]):
-        super().__init__(posted, messages, landings, counters)
+    def __init__(self, posted: Exchange, received: list[int], messages: list[torch.Tensor],
+                 landings: list[torch.Tensor] | None, counters: CommCounters, rows: list[torch.Tensor]):
+        super().__init__(posted, received, messages, landings, counters)
         self._rows = rows
-        """Per receive: the owned rows its partials belong to (the rows sent to that peer forward)."""
+        """Per send peer: the owned rows its partials belong to (the rows sent to that peer forward)."""
 
     def add_into(self, grad: torch.Tensor) -> None:
-        """grad[rows sent to peer k] += peer k's partials, for k in order as they arrive."""
+        """grad[rows sent to peer k] += peer k's partials, in round order."""
+        for k, partials in self.arrivals():
+            grad.index_add_(0, self._rows[k], partials)
+
+
+class WindowedExchange:
+    """An exchange of at most ``window`` rounds in flight, each in a reused slot (see the module docstring).
+
+    ``pack(round, send slot)`` fills a round's outgoing rows just before it is
+    posted; :meth:`arrivals` yields each round's received rows in round order,
+    valid until the next one is asked for, and posts the next round as a slot
+    frees.
+    """
+
+    def __init__(self, transport: Transport, rounds: list[Round], window: int, counters: CommCounters,
+                 send_peers: list[int], send_rows: list[int], recv_peers: list[int], recv_rows: list[int],
+                 slots: tuple[torch.Tensor, torch.Tensor], wire_slots: tuple[torch.Tensor, torch.Tensor] | None,
+                 pack: Callable[[int, torch.Tensor], None]):
+        self._transport = transport
+        self._rounds = rounds
+        self._window = window
+        self._counters = counters
+        self._send_peers, self._send_rows = send_peers, send_rows
+        self._recv_peers, self._recv_rows = recv_peers, recv_rows
+        self._send_slots, self._recv_slots = slots
+        self._wire = wire_slots
+        self._pack = pack
+        self._posted: deque[Exchange] = deque()
+        self._next = 0
+        for _ in range(min(window, len(rounds))):
+            self._post_next()
+
+    def _post_next(self) -> None:
+        index = self._next
+        step = self._rounds[index]
+        slot = index % self._window
+        sends, recvs = [], []
+        if step.send is not None:
+            rows = self._send_rows[step.send]
+            outgoing = self._send_slots[slot, :rows]
+            self._pack(step.send, outgoing)
+            if self._wire is not None:
+                outgoing = self._wire[0][slot, :rows].copy_(outgoing)
+            sends.append((self._send_peers[step.send], outgoing))
+        if step.recv is not None:
+            landing = self._wire[1] if self._wire is not None else self._recv_slots
+            recvs.append((self._recv_peers[step.recv], landing[slot, :self._recv_rows[step.recv]]))
+        self._posted.append(self._transport.exchange(sends=sends, recvs=recvs))
+        self._next += 1
+
+    def arrivals(self) -> Iterator[tuple[int, torch.Tensor]]:
+        """(k, the rows of receive k) round by round; the slot is reused once the caller asks for the next."""
+        for index, step in enumerate(self._rounds):
+            posted = self._posted.popleft()
+            slot = index % self._window
+            for _ in _timed(self._counters, posted.completed_receives()):
+                pass
+            if step.recv is not None:
+                rows = self._recv_slots[slot, :self._recv_rows[step.recv]]
+                if self._wire is not None:
+                    rows.copy_(self._wire[1][slot, :rows.shape[0]])
+                yield step.recv, rows
+            with self._counters.timing("comm_wait_s"):
+                posted.wait_sends()
+            if self._next < len(self._rounds):
+                self._post_next()
+
+    def finish(self) -> None:
+        """Nothing left: each round's sends were waited for before its slot was reused."""
+
+
+class WindowedReverse(WindowedExchange):
+    """A windowed reverse exchange: the partials for the rows this rank sent forward, added into their gradient."""
+
+    def __init__(self, *args, rows: list[torch.Tensor], **kwargs):
+        super().__init__(*args, **kwargs)
+        self._rows = rows
+
+    def add_into(self, grad: torch.Tensor) -> None:
+        """grad[rows sent to peer k] += peer k's partials, in round order."""
         for k, partials in self.arrivals():
             grad.index_add_(0, self._rows[k], partials)
 
@@ -133,15 +260,18 @@ class ReverseExchange(HaloExchange):
 class HaloExchanger:
     """Starts forward and reverse halo exchanges for one plan, owns their buffers, and counts them.
 
-    With a ``wire_dtype`` narrower than the data (``train --halo-dtype``), the
-    rows sent are converted to it, travel through separate reused buffers of
-    that dtype, and are converted back into the usual buffers as each message
-    arrives (in :meth:`HaloExchange.arrivals`): fewer bytes cross, for a
+    ``window``: at most that many rounds (peers' messages) in flight and in
+    memory at once; None: the whole halo at once. With a ``wire_dtype``
+    narrower than the data (``train --halo-dtype``), the rows sent are
+    converted to it, travel through separate reused buffers of that dtype,
+    and are converted back as each message arrives: fewer bytes cross, for a
     rounding of the halo rows only.
     """
 
     def __init__(self, plan: HaloPlan, transport: Transport, counters: CommCounters, exchanges: bool,
-                 wire_dtype: torch.dtype | None = None):
+                 wire_dtype: torch.dtype | None = None, window: int | None = None):
+        if window is not None and window < 2:
+            raise ValueError(f"a halo window holds at least 2 rounds (one in flight, one multiplied), got {window}")
         self.plan = plan
         self.device = transport.device
         self._transport = transport
@@ -152,64 +282,113 @@ class HaloExchanger:
         """What messages travel as; None: the data's own dtype."""
         self._buffers: dict[tuple[str, int, torch.dtype], torch.Tensor] = {}
         self._sent_rows = [plan.send_index[s] for s in plan.send_slices]
+        self._rounds = round_schedule(plan, transport.rank, transport.size)
+        self._send_rows = [_rows(s) for s in plan.send_slices]
+        self._recv_rows = [_rows(s) for s in plan.recv_slices]
+        slots = windowed(window, plan.n_halo, plan.rows_sent, max(self._recv_rows, default=0),
+                         max(self._send_rows, default=0))
+        self.window = window if slots else None
+        """Rounds in flight at once; None: all of them (the whole halo)."""
 
-    def _buffer(self, role: str, rows: int, width: int, dtype: torch.dtype) -> torch.Tensor:
+    @property
+    def buffer_rows(self) -> int:
+        """Rows of every message buffer this exchanger holds now (all widths): what a window bounds."""
+        return sum(int(b.shape[0]) * (int(b.shape[1]) if b.dim() == 3 else 1) for b in self._buffers.values())
+
+    def _buffer(self, role: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """A message buffer reused across calls of the same width (one exchange runs at a time)."""
-        key = (role, width, dtype)
+        key = (role, shape[-1], dtype)
         buf = self._buffers.get(key)
         if buf is None:
-            buf = self._buffers[key] = torch.empty((rows, width), dtype=dtype, device=self.device)
+            buf = self._buffers[key] = torch.empty(shape, dtype=dtype, device=self.device)
         return buf
 
-    def _post(self, outgoing: torch.Tensor, out_role: str, sends: list[tuple[int, slice]],
-              incoming: torch.Tensor, in_role: str,
-              recvs: list[tuple[int, slice]]) -> tuple[Exchange, list[torch.Tensor], list[torch.Tensor] | None]:
+    def _wire(self, dtype: torch.dtype) -> torch.dtype | None:
+        return None if self._wire_dtype in (None, dtype) else self._wire_dtype
+
+    def _count(self, rows: int, width: int, dtype: torch.dtype, messages: int) -> None:
+        if self._exchanges:
+            self._counters.spmm_exchanges += 1
+        self._counters.halo_rows += rows
+        self._counters.halo_bytes += rows * width * torch.empty((), dtype=dtype).element_size()
+        self._counters.messages += messages
+
+    def _post_whole(self, outgoing: torch.Tensor, out_role: str, sends: list[tuple[int, slice]],
+                    incoming: torch.Tensor, in_role: str, recvs: list[tuple[int, slice]],
+                    ) -> tuple[Exchange, list[torch.Tensor], list[torch.Tensor] | None]:
         """Send slices of ``outgoing`` and receive slices of ``incoming`` (via the wire dtype), counting the sends.
 
         Returns the posted exchange, each receive's slice of ``incoming`` and,
         with a narrower wire dtype, the slice of the wire buffer it lands in.
         """
-        wire = None if self._wire_dtype in (None, outgoing.dtype) else self._wire_dtype
+        wire = self._wire(outgoing.dtype)
         landing = incoming
         if wire is not None:
-            outgoing = self._buffer(out_role, outgoing.shape[0], outgoing.shape[1], wire).copy_(outgoing)
-            landing = self._buffer(in_role, incoming.shape[0], incoming.shape[1], wire)
+            outgoing = self._buffer(out_role + "-wire", outgoing.shape, wire).copy_(outgoing)
+            landing = self._buffer(in_role + "-wire", incoming.shape, wire)
         posted = self._transport.exchange(sends=[(peer, outgoing[s]) for peer, s in sends],
                                           recvs=[(peer, landing[s]) for peer, s in recvs])
-        if self._exchanges:
-            self._counters.spmm_exchanges += 1
-        self._counters.halo_rows += outgoing.shape[0]
-        self._counters.halo_bytes += outgoing.numel() * outgoing.element_size()
-        self._counters.messages += len(sends)
+        self._count(outgoing.shape[0], outgoing.shape[1], outgoing.dtype, len(sends))
         messages = [incoming[s] for _, s in recvs]
         return posted, messages, None if wire is None else [landing[s] for _, s in recvs]
 
-    def start_forward(self, h_owned: torch.Tensor) -> HaloExchange:
+    def _slots(self, role: str, rows: list[int], width: int, dtype: torch.dtype) -> torch.Tensor:
+        """``window`` reused slots as large as the largest message of ``rows``."""
+        return self._buffer(role, (self.window, max(rows, default=0), width), dtype)
+
+    def _start_windowed(self, width: int, dtype: torch.dtype, forward: bool,
+                        pack: Callable[[int, torch.Tensor], None]) -> dict:
+        """What a windowed exchange of either direction is built from (the forward's sends are the reverse's
+        receives)."""
+        plan = self.plan
+        rounds = self._rounds if forward else [Round(send=r.recv, recv=r.send) for r in self._rounds]
+        send_peers, send_rows = (plan.send_peers, self._send_rows) if forward else (plan.recv_peers, self._recv_rows)
+        recv_peers, recv_rows = (plan.recv_peers, self._recv_rows) if forward else (plan.send_peers, self._send_rows)
+        out_role, in_role = ("send", "halo") if forward else ("halo", "send")
+        slots = (self._slots(out_role, send_rows, width, dtype), self._slots(in_role, recv_rows, width, dtype))
+        wire = self._wire(dtype)
+        wire_slots = None if wire is None else (self._slots(out_role + "-wire", send_rows, width, wire),
+                                                self._slots(in_role + "-wire", recv_rows, width, wire))
+        self._count(sum(send_rows), width, wire or dtype, len(send_rows))
+        return {"transport": self._transport, "rounds": rounds, "window": self.window, "counters": self._counters,
+                "send_peers": send_peers, "send_rows": send_rows, "recv_peers": recv_peers, "recv_rows": recv_rows,
+                "slots": slots, "wire_slots": wire_slots, "pack": pack}
+
+    def start_forward(self, h_owned: torch.Tensor) -> HaloExchange | WindowedExchange:
         """Post the exchange of halo rows of ``h_owned``; its arrivals are the halo rows of each sender."""
         plan = self.plan
         width = h_owned.shape[1]
-        halo = self._buffer("halo", plan.n_halo, width, h_owned.dtype)
-        packed = self._buffer("send", plan.rows_sent, width, h_owned.dtype)
+        if self.window is not None:
+            def pack(k: int, out: torch.Tensor) -> None:
+                torch.index_select(h_owned, 0, self._sent_rows[k], out=out)
+
+            return WindowedExchange(**self._start_windowed(width, h_owned.dtype, True, pack))
+        halo = self._buffer("halo", (plan.n_halo, width), h_owned.dtype)
+        packed = self._buffer("send", (plan.rows_sent, width), h_owned.dtype)
         torch.index_select(h_owned, 0, plan.send_index, out=packed)
-        posted, messages, landings = self._post(packed, "send", list(zip(plan.send_peers, plan.send_slices)),
-                                                halo, "halo", list(zip(plan.recv_peers, plan.recv_slices)))
-        return HaloExchange(posted, messages, landings, self._counters)
+        sends = [(plan.send_peers[r.send], plan.send_slices[r.send]) for r in self._rounds if r.send is not None]
+        received = [r.recv for r in self._rounds if r.recv is not None]
+        recvs = [(plan.recv_peers[k], plan.recv_slices[k]) for k in received]
+        posted, messages, landings = self._post_whole(packed, "send", sends, halo, "halo", recvs)
+        return HaloExchange(posted, received, messages, landings, self._counters)
 
-    def halo_partials(self, width: int, dtype: torch.dtype) -> torch.Tensor:
-        """A zeroed buffer of one row per halo row, for the partial products :meth:`start_reverse` sends.
-
-        It is the forward's halo buffer: the forward's rows are no longer needed when the backward runs.
-        """
-        return self._buffer("halo", self.plan.n_halo, width, dtype).zero_()
-
-    def start_reverse(self, halo_partials: torch.Tensor) -> ReverseExchange:
-        """Send the partial products for halo rows back to their owners.
+    def start_reverse(self, width: int, dtype: torch.dtype, fill: FillPartials) -> ReverseExchange | WindowedReverse:
+        """Send the partial products for halo rows back to their owners; ``fill`` writes those of one sender.
 
         The exchange returned adds, per send peer, the partials for the rows
-        this rank sent forward into their gradient (:meth:`ReverseExchange.add_into`).
+        this rank sent forward into their gradient (``add_into``). Whole, every
+        sender's partials are filled before this returns; windowed, the first
+        rounds' are, and the rest as slots free.
         """
         plan = self.plan
-        incoming = self._buffer("send", plan.rows_sent, halo_partials.shape[1], halo_partials.dtype)
-        posted, messages, landings = self._post(halo_partials, "halo", list(zip(plan.recv_peers, plan.recv_slices)),
-                                                incoming, "send", list(zip(plan.send_peers, plan.send_slices)))
-        return ReverseExchange(posted, messages, landings, self._counters, self._sent_rows)
+        if self.window is not None:
+            return WindowedReverse(**self._start_windowed(width, dtype, False, fill), rows=self._sent_rows)
+        partials = self._buffer("halo", (plan.n_halo, width), dtype)  # the forward's rows are no longer needed
+        for k, s in enumerate(plan.recv_slices):
+            fill(k, partials[s])
+        incoming = self._buffer("send", (plan.rows_sent, width), dtype)
+        sends = [(plan.recv_peers[r.recv], plan.recv_slices[r.recv]) for r in self._rounds if r.recv is not None]
+        received = [r.send for r in self._rounds if r.send is not None]
+        recvs = [(plan.send_peers[k], plan.send_slices[k]) for k in received]
+        posted, messages, landings = self._post_whole(partials, "halo", sends, incoming, "send", recvs)
+        return ReverseExchange(posted, received, messages, landings, self._counters, self._sent_rows)

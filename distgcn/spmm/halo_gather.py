@@ -21,10 +21,13 @@ class _GatherHalo(torch.autograd.Function):
     def forward(ctx, h: torch.Tensor, exchanger: HaloExchanger) -> torch.Tensor:  # type: ignore[override]
         ctx.exchanger = exchanger
         h = h.contiguous()
+        plan = exchanger.plan
+        extended = h.new_empty((plan.n_owned + plan.n_halo, *h.shape[1:]))
+        extended[:plan.n_owned] = h
+        halo = extended[plan.n_owned:]
         exchange = exchanger.start_forward(h)
-        # halo rows are grouped by sender in rank order, so the messages in order are the halo rows in order
-        parts = [h] + [rows for _, rows in exchange.arrivals()]
-        extended = torch.cat(parts)
+        for k, rows in exchange.arrivals():
+            halo[plan.recv_slices[k]] = rows
         exchange.finish()
         return extended
 
@@ -33,9 +36,10 @@ class _GatherHalo(torch.autograd.Function):
         exchanger: HaloExchanger = ctx.exchanger
         n_owned = exchanger.plan.n_owned
         grad_owned = grad[:n_owned].clone()
-        partials = exchanger.halo_partials(grad.shape[1], grad.dtype)
-        partials.copy_(grad[n_owned:])
-        exchange = exchanger.start_reverse(partials)
+        halo_grad = grad[n_owned:]
+        recv_slices = exchanger.plan.recv_slices
+        exchange = exchanger.start_reverse(grad.shape[1], grad.dtype,
+                                           lambda k, out: out.copy_(halo_grad[recv_slices[k]]))
         exchange.add_into(grad_owned)
         exchange.finish()
         return grad_owned, None

@@ -62,9 +62,12 @@ class DistributedAdjacency:
     def matmul_transpose(self, g: torch.Tensor) -> torch.Tensor:
         """Âᵀ G restricted to this rank's rows, summing the other ranks' contributions."""
         g = g.contiguous()
-        halo_partials = self.exchanger.halo_partials(g.shape[1], g.dtype)
-        self.add_halo_partials(halo_partials, g)
-        exchange = self.exchanger.start_reverse(halo_partials)
+
+        def fill(k: int, out: torch.Tensor) -> None:  # what this rank's rows contribute to sender k's halo rows
+            out.zero_()
+            self.halo_by_sender[k].add_transpose_product(out, g)
+
+        exchange = self.exchanger.start_reverse(g.shape[1], g.dtype, fill)
         grad = activation_buffers.empty((self.n_owned, g.shape[1]), g.dtype, g.device)
         self.owned_t.product(grad, g)
         exchange.add_into(grad)

@@ -73,7 +73,8 @@ class SampledBatches:
                 blocks.rows[np.repeat(np.arange(halo.shape[0]), np.diff(halo.indptr))], blocks.halo_entries,
                 "halo")
         t = self.trainer
-        exchanger = HaloExchanger(blocks.plan, t.transport, t.counters, exchanges=t.transport.size > 1)
+        exchanger = HaloExchanger(blocks.plan, t.transport, t.counters, exchanges=t.transport.size > 1,
+                                  window=t.config.halo_window)
         return DistributedAdjacency(owned, halo, exchanger, t.dtype, t.kernels)
 
     def _step(self, blocks: BatchBlocks, number: int) -> Step:

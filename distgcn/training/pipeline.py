@@ -274,7 +274,8 @@ def _run_header(config: RunConfig, shard: Shard, transport: Transport, threads: 
             "partition_dir": source.partition_dir, "graph": graph, "layers": train.layers,
             "widths": train.widths(int(shard.features.shape[1]), shard.num_classes), "dtype": train.dtype,
             "epochs": train.epochs, "seed": train.seed, "conv": train.conv, "first_layer": train.first_layer,
-            "comm": train.comm, "halo_dtype": train.halo_dtype or train.dtype, "threads": threads,
+            "comm": train.comm, "halo_dtype": train.halo_dtype or train.dtype,
+            "halo_window": train.halo_window, "threads": threads,
             "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
 
 

@@ -105,7 +105,8 @@ class Trainer:
             plan, halo_block = HaloPlan.from_shard(shard, device), shard.halo_block
         total_sent = transport.allreduce([plan.rows_sent])[0]
         exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
-                                  wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None)
+                                  wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None,
+                                  window=config.halo_window)
         model = model_class(config.conv)
         self.aggregation = model.aggregation(LocalGraph(shard.owned_block, halo_block, shard.global_ids,
                                                         shard.halo_global_ids, exchanger, dtype, self.kernels))

@@ -16,6 +16,7 @@ from distgcn.memory.from_sizes import (
     GraphSpec,
     epoch_exchange_widths,
     expected_senders,
+    largest_message_rows,
     parse_spec,
     partitioning_bytes,
     predict_graph,
@@ -89,14 +90,30 @@ def test_memory_is_memory_predict_on_the_equivalent_shard(model):
     expected = ShardSizes(rows=1429, halo_rows=halo, nnz_owned=17_144 - off_diagonal_remote,
                           nnz_halo=off_diagonal_remote, rows_sent=halo, senders=6, features=100, feature_itemsize=4,
                           adjacency_itemsize=8, classes=5)
-    assert shard_sizes(spec) == expected
+    got = shard_sizes(spec)
+    assert got.largest_recv == got.largest_send  # a random partition: rows sent as received, checked below
+    expected = ShardSizes(**{**expected.__dict__, "largest_recv": got.largest_recv, "largest_send": got.largest_recv})
+    assert got == expected
     out = predict_graph(spec, model)
     assert out["gpu_bytes"] == predict(expected, model, True)
     assert out["cpu_bytes"] == predict(expected, model, False)
     given = predict_graph(GraphSpec(**{**spec.__dict__, "halo": 321}), model)
     assert given["shard"]["halo_rows"] == given["shard"]["rows_sent"] == 321
+    largest = given["shard"]["largest_recv"]
     assert given["cpu_bytes"] == predict(ShardSizes(**{**expected.__dict__, "halo_rows": 321, "rows_sent": 321,
-                                                       "senders": 6}), model, False)
+                                                       "senders": 6, "largest_recv": largest,
+                                                       "largest_send": largest}), model, False)
+
+
+@pytest.mark.parametrize("halo, senders", [(300, 6), (20_000, 127), (22_300_000, 127), (50, 40)])
+def test_the_largest_message_estimate_bounds_random_owners(halo, senders):
+    """Owners drawn at random for every halo row: the estimate is above the largest message in at least 99 of
+    100 draws, and not far above it (under 1.3 times the average largest, plus 3 rows for tiny messages)."""
+    rng = np.random.default_rng(5)
+    largest = rng.multinomial(halo, [1 / senders] * senders, size=200).max(axis=1)
+    estimate = largest_message_rows(halo, senders)
+    assert (largest <= estimate).mean() >= 0.99
+    assert estimate <= 1.3 * largest.mean() + 3
 
 
 @pytest.mark.parametrize("layers,hidden,dtype", [(2, "16", "float32"), (3, "64", "float64"), (3, "4,8", "float32")])

@@ -493,3 +493,31 @@ def test_other_layer_types_keep_the_activations_memory_py_counts(config):
     ranks = 1 if config.dropout else RANKS  # numba dropout: one rank thread (see above)
     for saved, predicted, _ in run_ranks(ranks, lambda t: saved_by_model_forward(t, config)):
         assert saved == predicted
+
+
+def windowed_rank(t: InProcessTransport, window: int) -> dict:
+    shard = rank_shard(t.rank, t.size, True)
+    exchanger = HaloExchanger(HaloPlan.from_shard(shard), t, CommCounters(), exchanges=True, window=window)
+    adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float64, "numba")
+    h = torch.ones((shard.n_owned, WIDTH), dtype=torch.float64, requires_grad=True)
+    spmm(adjacency, h).sum().backward()
+    largest_recv, largest_send = (int(np.diff(offsets).max()) for offsets in (shard.recv_offsets, shard.send_offsets))
+    slots = window * (largest_recv + largest_send)
+    whole = shard.n_halo + int(shard.send_index.shape[0])
+    model = ModelConfig(layers=2, hidden=(WIDTH,), dtype="float64", halo_window=window)
+    return {"buffers": sum(b.nbytes for b in exchanger._buffers.values()), "slots": slots, "whole": whole,
+            "predicted_rows": memory.halo_buffer_rows(memory.sizes_of(shard), window),
+            "predicted": memory.predict(memory.sizes_of(shard), model, on_gpu=True)["halo_buffers"],
+            "features": shard.features.shape[1], "classes": shard.num_classes}
+
+
+def test_a_windows_buffers_are_the_bytes_the_exchanger_holds():
+    """K slots of the largest message each way where that is fewer rows than the whole halo (and the whole halo
+    where not), as the exchanger allocates them; the model's term counts them per exchanged width."""
+    found = run_ranks(6, lambda t: windowed_rank(t, 2))
+    assert any(rank["slots"] < rank["whole"] for rank in found)  # the window really is smaller somewhere
+    for rank in found:
+        rows = min(rank["slots"], rank["whole"])
+        assert rank["buffers"] == rows * WIDTH * 8 == rank["predicted_rows"] * WIDTH * 8
+        widths = {min(rank["features"], WIDTH), min(WIDTH, rank["classes"])}
+        assert rank["predicted"] == sum(rows * w * 8 for w in widths)

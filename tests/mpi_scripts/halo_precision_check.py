@@ -46,7 +46,9 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
     adjacency = DistributedAdjacency(shard.owned_block, shard.halo_block, exchanger, torch.float64, "scipy")
     h, g = inputs(n, seed)
     exchange = exchanger.start_forward(torch.from_numpy(h[shard.global_ids]))
-    halo = np.concatenate([np.zeros((0, WIDTH)), *(rows.numpy() for _, rows in exchange.arrivals())])
+    halo = np.zeros((shard.n_halo, WIDTH))
+    for k, rows in exchange.arrivals():  # in round order: each sender's rows go to its slice
+        halo[exchanger.plan.recv_slices[k]] = rows.numpy()
     exchange.finish()
     counters.reset()
     y = adjacency.matmul(torch.from_numpy(h[shard.global_ids])).numpy()

@@ -64,7 +64,9 @@ def check_rank(transport: Transport, n: int, edges: int, seed: int, mode: str, d
     g_global = np.random.default_rng(seed + 2).standard_normal((n, width))
     # What arrives, sender by sender, must be exactly the rows named by halo_global_ids.
     exchange = exchanger.start_forward(torch.from_numpy(h_global[shard.global_ids]))
-    halo = np.concatenate([np.zeros((0, width)), *(rows.numpy() for _, rows in exchange.arrivals())])
+    halo = np.zeros((shard.n_halo, width))
+    for k, rows in exchange.arrivals():  # in round order: each sender's rows go to its slice
+        halo[plan.recv_slices[k]] = rows.numpy()
     exchange.finish()
     halo_ok = bool(np.array_equal(halo, h_global[shard.halo_global_ids]))
     fwd_rows, fwd_messages = counters.halo_rows, counters.messages
