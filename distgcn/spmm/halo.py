@@ -288,7 +288,12 @@ class HaloExchanger:
         slots = windowed(window, plan.n_halo, plan.rows_sent, max(self._recv_rows, default=0),
                          max(self._send_rows, default=0))
         self.window = window if slots else None
-        """Rounds in flight at once; None: all of them (the whole halo)."""
+        """Rounds in flight at once in this rank's slots; None: all of them (the whole halo)."""
+        self.requested_window = window
+        """The window asked for, the same on every rank (``window`` is this rank's choice of buffers): what
+        decides collective steps, such as GAT fetching its halo rows again."""
+        self.receive_order = [r.recv for r in self._rounds if r.recv is not None]
+        """The plan's receives in the order exchanges deliver them."""
 
     @property
     def buffer_rows(self) -> int:

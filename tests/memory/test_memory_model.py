@@ -470,9 +470,11 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
     n, h, edges = shard.n_owned, shard.n_halo, shard.owned_block.nnz + shard.halo_block.nnz
     if config.conv == "gat":
         heads = [config.heads] * (len(widths) - 2) + [config.output_heads]
-        backward = max((4 * edges * k + 3 * (n + h) * k * b) * 8 for k, b in zip(heads, widths[1:])) + 2 * (1 << 24)
-        predicted = gat_activation_bytes(n, h, edges, widths, heads, 8, config.dropout, config.attention_p) \
-            - backward
+        window = config.halo_window is not None
+        kept = n + (0 if window else h)  # a window keeps no halo row of z
+        backward = max((4 * edges * k + 3 * kept * k * b) * 8 for k, b in zip(heads, widths[1:])) + 2 * (1 << 24)
+        predicted = gat_activation_bytes(n, h, edges, widths, heads, 8, config.dropout, config.attention_p,
+                                         window) - backward
     else:
         predicted = sage_activation_bytes(n, widths, 8, config.dropout, config.root_weight) \
             - 3 * n * max(widths[1:]) * 8
@@ -487,8 +489,9 @@ def saved_by_model_forward(t: InProcessTransport, config: TrainConfig) -> tuple[
     TrainConfig(conv="gat", hidden=(8,), heads=1, dtype="float64", dropout=0.0),
     TrainConfig(conv="gat", layers=3, hidden=(3, 5), heads=2, output_heads=3, dtype="float64", dropout=0.2,
                 attention_dropout=0.0),
+    TrainConfig(conv="gat", hidden=(8,), heads=2, dtype="float64", dropout=0.0, halo_window=2),
 ], ids=["sage-5", "sage-16", "sage-3-layers-no-root", "sage-no-dropout", "gat-3-heads", "gat-no-dropout",
-        "gat-3-layers-no-attention-dropout"])
+        "gat-3-layers-no-attention-dropout", "gat-halo-window"])
 def test_other_layer_types_keep_the_activations_memory_py_counts(config):
     ranks = 1 if config.dropout else RANKS  # numba dropout: one rank thread (see above)
     for saved, predicted, _ in run_ranks(ranks, lambda t: saved_by_model_forward(t, config)):

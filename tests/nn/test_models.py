@@ -32,10 +32,11 @@ def exchanges_per_epoch(conv: str, layers: int, first_projects: bool) -> int:
 
     GraphSAGE as the GCN: one per layer forward (twice: training and evaluation), one per layer backward but
     for layer 0 when it aggregates X before multiplying (X needs no gradient). GAT: z of every layer crosses
-    forward, and its gradient backward, layer 0 included (z = X·W needs one for W).
+    forward, and so do its source terms a_src·z (computed by the rows' owners); backward, both gradients, layer 0
+    included (z = X·W needs one for W): six per layer.
     """
     if conv == "gat":
-        return 3 * layers
+        return 6 * layers
     return 3 * layers - 1 + first_projects
 
 
@@ -158,20 +159,38 @@ def test_softmax_rows_sum_to_one_with_extreme_scores():
 
 @pytest.mark.parametrize("chunk_bytes", [1, 40, 1 << 24], ids=["edge-by-edge", "some-edges", "all-at-once"])
 def test_edge_weighted_sum_gradients_match_finite_differences(monkeypatch, chunk_bytes):
-    """The chunked attention sum's hand-written backward, against torch's numerical gradient, in any slicing."""
+    """The chunked attention sum's hand-written backward, against torch's numerical gradient, in any slicing
+    (one rank: the halo edges' own path is checked against the dense reference above)."""
+    import scipy.sparse as sp
+
+    from distgcn.comm.counters import CommCounters
+    from distgcn.comm.transport.inprocess import run_ranks
     from distgcn.nn import gat
+    from distgcn.spmm.halo import HaloExchanger, HaloPlan
 
     monkeypatch.setattr(gat, "CHUNK_BYTES", chunk_bytes)
+    dst = np.array([0, 0, 1, 2, 2, 2, 1, 3, 4])
+    src = np.array([0, 3, 1, 2, 4, 0, 4, 3, 4])
+    block = sp.csr_matrix((np.ones(9), (dst, src)), shape=(5, 5))
     gen = torch.Generator().manual_seed(0)
-    dst = torch.tensor([0, 0, 1, 2, 2, 2, 1])
-    src = torch.tensor([0, 3, 1, 2, 4, 0, 4])
-    alpha = torch.rand((7, 2), generator=gen, dtype=torch.float64, requires_grad=True)
+    alpha = torch.rand((9, 2), generator=gen, dtype=torch.float64, requires_grad=True)
     z = torch.rand((5, 2, 3), generator=gen, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, x: gat._EdgeWeightedSum.apply(a, x, dst, src, 3), (alpha, z))
-    expected = torch.zeros((3, 2, 3), dtype=torch.float64)
-    for e in range(7):
-        expected[dst[e]] += alpha[e].detach().unsqueeze(-1) * z[src[e]].detach()
-    torch.testing.assert_close(gat._EdgeWeightedSum.apply(alpha, z, dst, src, 3), expected)
+
+    def rank_main(transport) -> None:
+        plan = HaloPlan(n_owned=5, n_halo=0, send_peers=[], send_slices=[], send_index=torch.zeros(0, dtype=torch.int64),
+                        recv_peers=[], recv_slices=[])
+        exchanger = HaloExchanger(plan, transport, CommCounters(), exchanges=False)
+        graph = gat.AttentionGraph.from_blocks(block, sp.csr_matrix((5, 0)), np.arange(5), np.zeros(0, np.int64),
+                                               exchanger)
+        assert np.all(np.diff(graph.dst.numpy() * 5 + graph.src.numpy()) > 0)  # owned edges in (row, column) order
+        edges = torch.from_numpy(np.argsort(dst * 5 + src))  # alpha's edge behind each of the graph's
+        assert torch.autograd.gradcheck(lambda a, x: gat._HaloEdgeSum.apply(a[edges], x, graph), (alpha, z))
+        expected = torch.zeros((5, 2, 3), dtype=torch.float64)
+        for e in range(9):
+            expected[dst[e]] += alpha[e].detach().unsqueeze(-1) * z[src[e]].detach()
+        torch.testing.assert_close(gat._HaloEdgeSum.apply(alpha[edges], z, graph), expected)
+
+    run_ranks(1, rank_main)
 
 
 @pytest.mark.slow
