@@ -111,7 +111,7 @@ def shard_sizes(spec: GraphSpec) -> ShardSizes:
     return ShardSizes(rows=rows, halo_rows=halo, nnz_owned=nnz_rank - nnz_halo, nnz_halo=nnz_halo,
                       rows_sent=halo, senders=senders, features=spec.features,
                       feature_itemsize=SHARD_FEATURE_ITEMSIZE, adjacency_itemsize=SHARD_ADJACENCY_ITEMSIZE,
-                      classes=spec.classes, largest_recv=largest, largest_send=largest)
+                      classes=spec.classes, largest_recv=largest, largest_send=largest, parts=spec.parts)
 
 
 def largest_message_rows(halo_rows: int, senders: int) -> int:
@@ -138,7 +138,7 @@ def partitioning_bytes(spec: GraphSpec) -> dict[str, int]:
     return terms
 
 
-def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> list[int]:
+def epoch_exchange_widths(model: ModelConfig, features: int, classes: int, parts: int) -> list[int]:
     """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them: what
     the layer type declares (:meth:`distgcn.nn.model.LayerStack.epoch_exchange_widths`).
     """
@@ -146,14 +146,14 @@ def epoch_exchange_widths(model: ModelConfig, features: int, classes: int) -> li
         model_class,  # imports torch: only when a prediction is made
     )
 
-    return model_class(model.conv).epoch_exchange_widths(model, model.widths(features, classes))
+    return model_class(model.conv).epoch_exchange_widths(model, model.widths(features, classes), parts)
 
 
 def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
     """The JSON object ``stats --predict`` prints: the inputs, the shard sizes, memory, halo traffic and the
     partitioning node's floor."""
     sizes = shard_sizes(spec)
-    widths = epoch_exchange_widths(model, spec.features, spec.classes)
+    widths = epoch_exchange_widths(model, spec.features, spec.classes, spec.parts)
     rows_per_spmm = sizes.rows_sent * spec.parts
     s = ITEMSIZE[model.dtype]
     return {

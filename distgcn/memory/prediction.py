@@ -68,6 +68,8 @@ class ShardSizes:
     """Rows of the largest message this rank receives (and, next, sends): what a halo window's slots hold;
     None: unknown, the whole halo is counted."""
     largest_send: int | None = None
+    parts: int = 1
+    """Ranks of the job (whether a halo window streams: :func:`distgcn.spmm.window.streams`)."""
 
 
 def sizes_of(shard) -> ShardSizes:
@@ -78,6 +80,7 @@ def sizes_of(shard) -> ShardSizes:
         features=int(shard.features.shape[1]), feature_itemsize=shard.features.itemsize,
         adjacency_itemsize=shard.owned_block.data.itemsize, classes=shard.num_classes,
         largest_recv=_largest(shard.recv_offsets), largest_send=_largest(shard.send_offsets),
+        parts=int(shard.nparts),
     )
 
 
@@ -118,7 +121,7 @@ def shard_sizes(path: str | Path) -> ShardSizes:
     path = Path(path)
     headers = _npz_headers(path)
     try:
-        small = read_npz(path, ["num_classes", "recv_offsets", "send_offsets"])
+        small = read_npz(path, ["num_classes", "recv_offsets", "send_offsets", "nparts"])
         classes = int(small["num_classes"])
         return ShardSizes(
             rows=headers["global_ids"][0][0], halo_rows=headers["halo_global_ids"][0][0],
@@ -127,6 +130,7 @@ def shard_sizes(path: str | Path) -> ShardSizes:
             features=headers["features"][0][1], feature_itemsize=headers["features"][1].itemsize,
             adjacency_itemsize=headers["owned_block.data"][1].itemsize, classes=classes,
             largest_recv=_largest(small["recv_offsets"]), largest_send=_largest(small["send_offsets"]),
+            parts=int(small["nparts"]),
         )
     except (KeyError, IndexError) as exc:
         raise InputError(f"not a distgcn shard (lacks {exc})", path=path) from None

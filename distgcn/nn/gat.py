@@ -40,6 +40,7 @@ from distgcn.nn.model import LayerStack, LocalGraph, glorot_matrices
 from distgcn.nn.sparse_input import SparseRows
 from distgcn.spmm.halo import HaloExchanger
 from distgcn.spmm.halo_gather import gather_halo
+from distgcn.spmm.window import streams
 
 NEGATIVE_SLOPE = 0.2
 """LeakyReLU's slope in the attention scores (the GAT paper's)."""
@@ -219,15 +220,15 @@ class GAT(LayerStack):
                 "adjacency": edges * 4 * INDEX_BYTES,
                 "activations": gat_activation_bytes(sizes.rows, sizes.halo_rows, edges, widths, heads, s,
                                                     model.dropout, model.attention_p,
-                                                    window=model.halo_window is not None)}
+                                                    window=streams(model.halo_window, sizes.parts))}
 
     @classmethod
-    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int]) -> list[int]:
+    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int], parts: int) -> list[int]:
         """Per layer, forward: z (K heads x out columns) and its source terms (K); backward: their gradients, and
         with a halo window z's halo rows again; then the forward again to evaluate."""
         heads = attention_heads(len(widths) - 1, model.heads, model.output_heads)
         forward = [width for k, b in zip(heads, widths[1:]) for width in (k * b, k)]
-        refetch = model.halo_window is not None
+        refetch = streams(model.halo_window, parts)
         backward = [width for k, b in zip(heads, widths[1:]) for width in (k, k * b, *([k * b] if refetch else []))]
         return forward + backward + forward
 

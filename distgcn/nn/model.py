@@ -155,8 +155,9 @@ class LayerStack(nn.Module):
         raise NotImplementedError
 
     @classmethod
-    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int]) -> list[int]:
-        """Columns of every halo exchange of one full-batch epoch (first layer exact), as the trainer makes them."""
+    def epoch_exchange_widths(cls, model: ModelConfig, widths: list[int], parts: int) -> list[int]:
+        """Columns of every halo exchange of one full-batch epoch (first layer exact) on ``parts`` ranks, as the
+        trainer makes them."""
         return exchange_widths(widths)
 
     @property

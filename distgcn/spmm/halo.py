@@ -41,7 +41,7 @@ from distgcn import config
 from distgcn.comm.counters import CommCounters
 from distgcn.comm.transport import Exchange, Transport
 from distgcn.shard.rank_shard import Shard
-from distgcn.spmm.window import windowed
+from distgcn.spmm.window import streams, windowed
 
 HALO_DTYPES = {name: getattr(torch, name) for name in config.HALO_DTYPES}
 """``train --halo-dtype``: what halo messages may travel as (converted back to the training dtype on arrival)."""
@@ -289,9 +289,10 @@ class HaloExchanger:
                          max(self._send_rows, default=0))
         self.window = window if slots else None
         """Rounds in flight at once in this rank's slots; None: all of them (the whole halo)."""
-        self.requested_window = window
-        """The window asked for, the same on every rank (``window`` is this rank's choice of buffers): what
-        decides collective steps, such as GAT fetching its halo rows again."""
+        self.requested_window = window if streams(window, transport.size) else None
+        """The window asked for where it is below the P - 1 rounds a rank may have, else None: the same on every
+        rank (``window`` is this rank's own choice of buffers), so it decides collective steps, such as GAT
+        fetching its halo rows again (:func:`distgcn.spmm.window.streams`)."""
         self.receive_order = [r.recv for r in self._rounds if r.recv is not None]
         """The plan's receives in the order exchanges deliver them."""
 

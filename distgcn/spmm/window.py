@@ -15,3 +15,10 @@ def message_buffer_rows(window: int | None, halo_rows: int, rows_sent: int, larg
     if windowed(window, halo_rows, rows_sent, largest_recv, largest_send):
         return window * (largest_recv + largest_send)
     return halo_rows + rows_sent
+
+
+def streams(window: int | None, parts: int) -> bool:
+    """Whether a job of ``parts`` ranks streams its halo: the window is below the P - 1 rounds a rank may have.
+    The same on every rank, unlike :func:`windowed`, so collective choices (GAT fetching halo rows again in the
+    backward pass) follow it."""
+    return window is not None and window < parts - 1

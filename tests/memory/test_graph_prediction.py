@@ -89,7 +89,7 @@ def test_memory_is_memory_predict_on_the_equivalent_shard(model):
     off_diagonal_remote = round((spec.nnz - spec.n) / 7 * 6 / 7)
     expected = ShardSizes(rows=1429, halo_rows=halo, nnz_owned=17_144 - off_diagonal_remote,
                           nnz_halo=off_diagonal_remote, rows_sent=halo, senders=6, features=100, feature_itemsize=4,
-                          adjacency_itemsize=8, classes=5)
+                          adjacency_itemsize=8, classes=5, parts=7)
     got = shard_sizes(spec)
     assert got.largest_recv == got.largest_send  # a random partition: rows sent as received, checked below
     expected = ShardSizes(**{**expected.__dict__, "largest_recv": got.largest_recv, "largest_send": got.largest_recv})
@@ -128,7 +128,7 @@ def test_epoch_halo_traffic_is_what_training_measures(tmp_path, layers, hidden, 
     record = json.loads(metrics.read_text().splitlines()[-1])
     volume = json.loads((part / "meta.json").read_text())["volume"]["total"]
     model = ModelConfig(layers, tuple(int(h) for h in hidden.split(",")), dtype)
-    widths = epoch_exchange_widths(model, 12, 3)
+    widths = epoch_exchange_widths(model, 12, 3, 2)
     assert record["spmm_exchanges"] == len(widths)
     assert record["halo_rows"] == volume * len(widths)
     assert record["halo_bytes"] == volume * sum(widths) * (8 if dtype == "float64" else 4)

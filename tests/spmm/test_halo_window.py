@@ -61,7 +61,8 @@ def test_a_window_gives_the_bits_of_the_whole_halo(directed_graph, conv, directe
     graph = _graph(directed, directed_graph)
     keywords = {"conv": conv, **({"heads": 2} if conv == "gat" else {})}
     windowed, whole = _train(graph, ranks, window, **keywords), _train(graph, ranks, None, **keywords)
-    _assert_same_bits(windowed, whole, refetches=3 if conv == "gat" else 0)  # 3 layers
+    streams = window < ranks - 1  # fewer rounds in flight than a rank may have: GAT fetches its halo rows again
+    _assert_same_bits(windowed, whole, refetches=3 if conv == "gat" and streams else 0)  # 3 layers
 
 
 @pytest.mark.parametrize("keywords", [{"sampler": "node", "batch_size": 120}, {"comm": "broadcast"},
@@ -107,7 +108,6 @@ class RecordingTransport:
 def _windowed_product(transport, conv: str, window: int | None) -> dict:
     """One forward and backward pass of a 2-layer model's first aggregation, with the window's evidence."""
     from distgcn.comm.counters import CommCounters
-    from distgcn.config import TrainConfig
     from distgcn.data.graph import normalized_adjacency
     from distgcn.kernels import kernels_for
     from distgcn.nn.model import LocalGraph
