@@ -205,9 +205,9 @@ class ModelConfig:
     """GAT: dropout of the attention coefficients; None: the same as ``dropout``."""
     root_weight: bool = True
     """GraphSAGE: whether a vertex's own row enters through its own weight (W_self)."""
-    halo_window: int | None = None
+    halo_window: int | None = 4
     """Rounds of halo messages (one peer's rows each way) in flight and in memory at once, at least 2; None: the
-    whole halo at once (distgcn/spmm/halo.py)."""
+    whole halo at once (distgcn/spmm/halo.py). Jobs of at most 5 ranks hold every round either way."""
 
     def __post_init__(self) -> None:
         s = self.SECTION
@@ -254,7 +254,7 @@ class ModelConfig:
             out.update(conv="sage", root_weight=self.root_weight)
         elif self.conv == "gat":
             out.update(conv="gat", heads=self.heads, output_heads=self.output_heads)
-        if self.halo_window is not None:
+        if self.halo_window != default_of(ModelConfig, "halo_window"):  # null: the whole halo
             out["halo_window"] = self.halo_window
         return out
 

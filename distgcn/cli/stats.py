@@ -49,7 +49,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        **field_options(ModelConfig, "root_weight"),
                        help="--conv sage: no W_self term")
     stats.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
-                       help=HALO_WINDOW_HELP + " (default: all)")
+                       help=HALO_WINDOW_HELP + " (default: 4)")
     stats.set_defaults(field_name=field_flags(stats))
     return stats
 

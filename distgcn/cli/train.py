@@ -91,7 +91,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             "converted back to --dtype on arrival: 2-byte types halve the bytes sent for a "
                             "rounding of what crosses ranks (default: --dtype, no conversion)")
     train.add_argument("--halo-window", type=halo_window, **field_options(TrainConfig, "halo_window"), metavar="K",
-                       help=HALO_WINDOW_HELP + " (default: all)")
+                       help=HALO_WINDOW_HELP + " (default: 4)")
     train.add_argument("--threads", type=threads_int, **field_options(ComputeConfig, "threads"),
                        help="compute threads per rank (torch, BLAS and our numba kernels); default: "
                             "SLURM_CPUS_PER_TASK under Slurm, else the node's cores divided by the ranks on the node")
