@@ -197,3 +197,16 @@ def test_json_and_table_report_the_same_prediction(capsys):
     assert f"{out['halo_bytes_per_epoch'] / 1e9:.2f} GB over 8 exchanges" in text
     total = next(line.split() for line in text.splitlines() if line.startswith("total"))
     assert total == ["total", f"{out['gpu_bytes']['total'] / 2**30:.2f}", f"{out['cpu_bytes']['total'] / 2**30:.2f}"]
+
+
+@pytest.mark.parametrize("conv", ["gcn", "sage"])
+@pytest.mark.parametrize("parts, sar_gib", [(32, 95), (64, 47), (128, 25)])
+def test_papers100m_fits_sars_memory_per_machine_with_the_default_window(conv, parts, sar_gib):
+    """ogbn-papers100M on a random partition (docs/scale.md): with the default halo window every rank's predicted
+    peak, on a GPU and on a CPU, is at most SAR's published memory per machine; with the whole halo it is not."""
+    spec = GraphSpec(n=111_000_000, nnz=3_311_000_000, features=128, parts=parts, classes=172)
+    windowed = predict_graph(spec, ModelConfig(layers=3, hidden=(256,), conv=conv))
+    whole = predict_graph(spec, ModelConfig(layers=3, hidden=(256,), conv=conv, halo_window=None))
+    for device in ("gpu_bytes", "cpu_bytes"):
+        assert windowed[device]["total"] <= sar_gib * 2**30
+        assert whole[device]["total"] > 3 * sar_gib * 2**30
