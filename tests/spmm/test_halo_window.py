@@ -30,7 +30,8 @@ def _graph(directed: bool, directed_graph: str) -> Graph:
 
 
 def _train(graph: Graph, ranks: int, window: int | None, **keywords) -> list[distgcn.TrainResult]:
-    settings = dict(epochs=3, layers=3, hidden=(12, 10), dropout=0.5, seed=4, halo_window=window, **keywords)
+    settings = dict(epochs=3, layers=3, hidden=(12, 10), dropout=0.5, seed=4, halo_window=window)
+    settings.update(keywords)
     parts = distgcn.partition(graph, ranks, model="random", seed=2)
     return run_ranks(ranks, lambda transport: distgcn.train(parts if transport.rank == 0 else None,
                                                             transport=transport, **settings))
@@ -188,3 +189,18 @@ def test_a_window_under_mpiexec_gives_the_bits_of_the_whole_halo(tmp_path):
     for key in ("loss", "train_acc", "test_acc", "halo_rows", "messages", "spmm_exchanges"):
         assert [r[key] for r in records["2"]] == [r[key] for r in records["all"]], key
     assert records["2"][0]["halo_rows"] > 0
+
+
+def test_a_run_resumes_with_another_window_and_ends_with_the_same_bits(tmp_path, directed_graph):
+    """The window changes no result, so it is not part of a checkpoint's identity: two epochs with a window of 2,
+    resumed to four with the whole halo, end where four epochs of either end."""
+    graph = _graph(True, directed_graph)
+    checkpoints = tmp_path / "ckpt"
+    _train(graph, 5, 2, epochs=2, checkpoint_dir=str(checkpoints), checkpoint_every=1)
+    resumed = _train(graph, 5, None, epochs=4, checkpoint_dir=str(checkpoints), checkpoint_every=1, resume=True)
+    straight = _train(graph, 5, 2, epochs=4)
+    assert [r["epoch"] for r in resumed[0].history] == [3, 4]
+    for mine, theirs in zip(resumed, straight):
+        assert [r["loss"] for r in mine.history] == [r["loss"] for r in theirs.history[2:]]
+        for a, b in zip(mine.weights, theirs.weights):
+            assert np.array_equal(a, b)
