@@ -173,22 +173,27 @@ def test_the_window_is_refused_below_two_with_the_flag_named(tmp_path):
         distgcn.train(UNDIRECTED, halo_window=1, epochs=1)
 
 
-def test_a_window_under_mpiexec_gives_the_bits_of_the_whole_halo(tmp_path):
-    """Real MPI with messages past the eager limit (a rendezvous: a send completes only once its receive is
-    posted), so a schedule that could wait in a cycle would hang here: 4 ranks, 3 rounds, 2 in flight."""
+@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+def test_a_window_under_mpiexec_gives_the_bits_of_the_whole_halo(tmp_path, backend):
+    """Real MPI (and gloo's sockets) with messages past MPICH's eager limit (a rendezvous: a send completes only
+    once its receive is posted), so a schedule that could wait in a cycle would hang here: 4 ranks, 3 rounds,
+    2 in flight."""
     from conftest import run_distgcn
 
     records = {}
     for window in ("2", "all"):
         metrics = tmp_path / f"{window}.jsonl"
-        proc = run_distgcn(["train", "--graph", "synthetic:sbm,n=3000,classes=4,features=64,avg_degree=8",
-                            "--partition", "random", "--hidden", "64", "--epochs", "3", "--threads", "1",
-                            "--halo-window", window, "--metrics", str(metrics), "--quiet"], ranks=4, timeout=240)
+        # about 200 rows a message, 256 columns of float32: 200 KB, past any eager limit
+        proc = run_distgcn(["train", "--graph", "synthetic:sbm,n=3000,classes=4,features=256,avg_degree=8",
+                            "--partition", "random", "--hidden", "256", "--epochs", "2", "--threads", "1",
+                            "--backend", backend, "--halo-window", window, "--metrics", str(metrics), "--quiet"],
+                           ranks=4, timeout=240)
         assert proc.returncode == 0, proc.stderr
         records[window] = [json.loads(line) for line in metrics.read_text().splitlines()]
     for key in ("loss", "train_acc", "test_acc", "halo_rows", "messages", "spmm_exchanges"):
         assert [r[key] for r in records["2"]] == [r[key] for r in records["all"]], key
     assert records["2"][0]["halo_rows"] > 0
+    assert records["2"][0]["run"]["halo_window"] == 2 and records["all"][0]["run"]["halo_window"] is None
 
 
 def test_a_run_resumes_with_another_window_and_ends_with_the_same_bits(tmp_path, directed_graph):
