@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from distgcn.config import ModelConfig
+from distgcn.config import ModelConfig, default_of
 from distgcn.memory.from_sizes import GraphSpec, predict_graph
 from distgcn.memory.prediction import predict, shard_sizes, sizes_of
 from distgcn.shard.directory import (
@@ -72,8 +72,10 @@ def model_words(m: dict, dropout: bool = False) -> str:
     hidden = ",".join(str(w) for w in m["hidden"])
     conv = {"sage": "GraphSAGE" + ("" if m.get("root_weight", True) else " without W_self") + ", ",
             "gat": f"GAT with {m.get('heads')} heads ({m.get('output_heads')} in the last layer), "}
+    window = m.get("halo_window", default_of(ModelConfig, "halo_window"))  # named when not the default
     return (f"{conv.get(m.get('conv', 'gcn'), '')}{m['layers']} layers, hidden {hidden}, {m['dtype']}, "
-            f"{m['optimizer']}" + (f", dropout {m['dropout']}" if dropout else ""))
+            f"{m['optimizer']}" + (f", dropout {m['dropout']}" if dropout else "")
+            + ("" if "halo_window" not in m else f", halo window {'all' if window is None else window}"))
 
 
 def _memory_table(memory: dict) -> str:
@@ -225,6 +227,10 @@ def prediction_table(p: dict) -> str:
         gpu = p["gpu_bytes"].get(term)
         lines.append(f"{term:<14} {'-' if gpu is None else f'{gpu / 2**30:.2f}':>10} "
                      f"{p['cpu_bytes'][term] / 2**30:>10.2f}")
+    lines += ["", "total by --halo-window (the largest K that fits keeps the most messages in flight):",
+              f"{'window':<14} {'GPU GiB':>10} {'CPU GiB':>10}"]
+    for window, totals in p["by_halo_window"].items():
+        lines.append(f"{window:<14} {totals['gpu_bytes'] / 2**30:>10.2f} {totals['cpu_bytes'] / 2**30:>10.2f}")
     return "\n".join(lines)
 
 

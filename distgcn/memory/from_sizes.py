@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from distgcn.config import ModelConfig
 from distgcn.memory.prediction import ITEMSIZE, ShardSizes, predict
@@ -32,6 +32,8 @@ REQUIRED = ("n", "nnz", "features", "parts")
 OPTIONAL = ("classes", "halo")
 KEYS = REQUIRED + OPTIONAL
 DEFAULT_CLASSES = 2
+HALO_WINDOWS_SHOWN = (None, 16, 8, 4, 2)
+"""``train --halo-window`` values whose peak ``stats --predict`` shows beside the chosen one (None: all)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,10 @@ def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
         "shard": asdict(sizes),
         "gpu_bytes": predict(sizes, model, True),
         "cpu_bytes": predict(sizes, model, False),
+        "by_halo_window": {"all" if window is None else str(window): {
+            "gpu_bytes": predict(sizes, replace(model, halo_window=window), True)["total"],
+            "cpu_bytes": predict(sizes, replace(model, halo_window=window), False)["total"]}
+            for window in HALO_WINDOWS_SHOWN},
         "halo_rows_per_spmm": rows_per_spmm,
         "spmm_exchanges": len(widths),
         "halo_rows_per_epoch": rows_per_spmm * len(widths),

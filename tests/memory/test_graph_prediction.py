@@ -210,3 +210,22 @@ def test_papers100m_fits_sars_memory_per_machine_with_the_default_window(conv, p
     for device in ("gpu_bytes", "cpu_bytes"):
         assert windowed[device]["total"] <= sar_gib * 2**30
         assert whole[device]["total"] > 3 * sar_gib * 2**30
+
+
+def test_predict_shows_every_window_so_the_user_picks_the_one_that_fits():
+    """``stats --predict`` lists the peak for the whole halo and several windows: the default's row is the main
+    prediction, a smaller window never needs more, and the whole halo's row is a prediction with window None."""
+    from distgcn.cli.stats_tables import prediction_table
+
+    spec = GraphSpec(n=2_000_000, nnz=40_000_000, features=64, parts=64, classes=10)
+    model = ModelConfig(layers=3, hidden=(128,))
+    out = predict_graph(spec, model)
+    rows = out["by_halo_window"]
+    assert list(rows) == ["all", "16", "8", "4", "2"]
+    assert rows["4"]["gpu_bytes"] == out["gpu_bytes"]["total"] and rows["4"]["cpu_bytes"] == out["cpu_bytes"]["total"]
+    whole = predict_graph(spec, ModelConfig(layers=3, hidden=(128,), halo_window=None))
+    assert rows["all"]["gpu_bytes"] == whole["gpu_bytes"]["total"]
+    totals = [rows[k]["gpu_bytes"] for k in rows]
+    assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]
+    table = prediction_table(out)
+    assert "total by --halo-window" in table and f"{rows['2']['gpu_bytes'] / 2**30:.2f}" in table
