@@ -178,48 +178,55 @@ class ReverseExchange(HaloExchange):
             grad.index_add_(0, self._rows[k], partials)
 
 
+@dataclass(frozen=True)
+class Slots:
+    """One direction of a windowed exchange: its peers, each message's rows, and the reused slots they go through."""
+
+    peers: list[int]
+    rows: list[int]
+    """Rows of the message to or from each peer."""
+    data: torch.Tensor
+    """[window, largest message, width] in the data's dtype."""
+    wire: torch.Tensor | None
+    """The same in a narrower wire dtype, or None."""
+
+
 class WindowedExchange:
     """An exchange of at most ``window`` rounds in flight, each in a reused slot (see the module docstring).
 
-    ``pack(round, send slot)`` fills a round's outgoing rows just before it is
-    posted; :meth:`arrivals` yields each round's received rows in round order,
-    valid until the next one is asked for, and posts the next round as a slot
-    frees.
+    ``pack(k, slot)`` fills the message to outgoing peer k just before its
+    round is posted; :meth:`arrivals` yields each round's received rows in
+    round order, valid until the next one is asked for, and posts the next
+    round as a slot frees.
     """
 
-    def __init__(self, transport: Transport, rounds: list[Round], window: int, counters: CommCounters,
-                 send_peers: list[int], send_rows: list[int], recv_peers: list[int], recv_rows: list[int],
-                 slots: tuple[torch.Tensor, torch.Tensor], wire_slots: tuple[torch.Tensor, torch.Tensor] | None,
-                 pack: Callable[[int, torch.Tensor], None]):
+    def __init__(self, transport: Transport, rounds: list[Round], counters: CommCounters, outgoing: Slots,
+                 incoming: Slots, pack: Callable[[int, torch.Tensor], None]):
         self._transport = transport
         self._rounds = rounds
-        self._window = window
+        self._window = int(outgoing.data.shape[0])
         self._counters = counters
-        self._send_peers, self._send_rows = send_peers, send_rows
-        self._recv_peers, self._recv_rows = recv_peers, recv_rows
-        self._send_slots, self._recv_slots = slots
-        self._wire = wire_slots
+        self._out = outgoing
+        self._in = incoming
         self._pack = pack
         self._posted: deque[Exchange] = deque()
         self._next = 0
-        for _ in range(min(window, len(rounds))):
+        for _ in range(min(self._window, len(rounds))):
             self._post_next()
 
     def _post_next(self) -> None:
-        index = self._next
-        step = self._rounds[index]
-        slot = index % self._window
+        step = self._rounds[self._next]
+        slot = self._next % self._window
         sends, recvs = [], []
         if step.send is not None:
-            rows = self._send_rows[step.send]
-            outgoing = self._send_slots[slot, :rows]
+            outgoing = self._out.data[slot, :self._out.rows[step.send]]
             self._pack(step.send, outgoing)
-            if self._wire is not None:
-                outgoing = self._wire[0][slot, :rows].copy_(outgoing)
-            sends.append((self._send_peers[step.send], outgoing))
+            if self._out.wire is not None:
+                outgoing = self._out.wire[slot, :outgoing.shape[0]].copy_(outgoing)
+            sends.append((self._out.peers[step.send], outgoing))
         if step.recv is not None:
-            landing = self._wire[1] if self._wire is not None else self._recv_slots
-            recvs.append((self._recv_peers[step.recv], landing[slot, :self._recv_rows[step.recv]]))
+            landing = self._in.data if self._in.wire is None else self._in.wire
+            recvs.append((self._in.peers[step.recv], landing[slot, :self._in.rows[step.recv]]))
         self._posted.append(self._transport.exchange(sends=sends, recvs=recvs))
         self._next += 1
 
@@ -231,9 +238,9 @@ class WindowedExchange:
             for _ in _timed(self._counters, posted.completed_receives()):
                 pass
             if step.recv is not None:
-                rows = self._recv_slots[slot, :self._recv_rows[step.recv]]
-                if self._wire is not None:
-                    rows.copy_(self._wire[1][slot, :rows.shape[0]])
+                rows = self._in.data[slot, :self._in.rows[step.recv]]
+                if self._in.wire is not None:
+                    rows.copy_(self._in.wire[slot, :rows.shape[0]])
                 yield step.recv, rows
             with self._counters.timing("comm_wait_s"):
                 posted.wait_sends()
@@ -338,27 +345,25 @@ class HaloExchanger:
         messages = [incoming[s] for _, s in recvs]
         return posted, messages, None if wire is None else [landing[s] for _, s in recvs]
 
-    def _slots(self, role: str, rows: list[int], width: int, dtype: torch.dtype) -> torch.Tensor:
-        """``window`` reused slots as large as the largest message of ``rows``."""
-        return self._buffer(role, (self.window, max(rows, default=0), width), dtype)
+    def _slots(self, role: str, peers: list[int], rows: list[int], width: int, dtype: torch.dtype) -> Slots:
+        """``window`` reused slots as large as the largest message of ``rows`` (and as many in the wire dtype)."""
+        shape = (self.window, max(rows, default=0), width)
+        wire = self._wire(dtype)
+        return Slots(peers, rows, self._buffer(role, shape, dtype),
+                     None if wire is None else self._buffer(role + "-wire", shape, wire))
 
     def _start_windowed(self, width: int, dtype: torch.dtype, forward: bool,
-                        pack: Callable[[int, torch.Tensor], None]) -> dict:
-        """What a windowed exchange of either direction is built from (the forward's sends are the reverse's
-        receives)."""
+                        pack: Callable[[int, torch.Tensor], None]) -> dict[str, object]:
+        """A windowed exchange's arguments in either direction (the forward's sends are the reverse's receives;
+        the reverse sends from the forward's halo slots), its sends counted."""
         plan = self.plan
+        sent = self._slots("send", plan.send_peers, self._send_rows, width, dtype)
+        halo = self._slots("halo", plan.recv_peers, self._recv_rows, width, dtype)
         rounds = self._rounds if forward else [Round(send=r.recv, recv=r.send) for r in self._rounds]
-        send_peers, send_rows = (plan.send_peers, self._send_rows) if forward else (plan.recv_peers, self._recv_rows)
-        recv_peers, recv_rows = (plan.recv_peers, self._recv_rows) if forward else (plan.send_peers, self._send_rows)
-        out_role, in_role = ("send", "halo") if forward else ("halo", "send")
-        slots = (self._slots(out_role, send_rows, width, dtype), self._slots(in_role, recv_rows, width, dtype))
-        wire = self._wire(dtype)
-        wire_slots = None if wire is None else (self._slots(out_role + "-wire", send_rows, width, wire),
-                                                self._slots(in_role + "-wire", recv_rows, width, wire))
-        self._count(sum(send_rows), width, wire or dtype, len(send_rows))
-        return {"transport": self._transport, "rounds": rounds, "window": self.window, "counters": self._counters,
-                "send_peers": send_peers, "send_rows": send_rows, "recv_peers": recv_peers, "recv_rows": recv_rows,
-                "slots": slots, "wire_slots": wire_slots, "pack": pack}
+        outgoing, incoming = (sent, halo) if forward else (halo, sent)
+        self._count(sum(outgoing.rows), width, self._wire(dtype) or dtype, len(outgoing.rows))
+        return {"transport": self._transport, "rounds": rounds, "counters": self._counters, "outgoing": outgoing,
+                "incoming": incoming, "pack": pack}
 
     def start_forward(self, h_owned: torch.Tensor) -> HaloExchange | WindowedExchange:
         """Post the exchange of halo rows of ``h_owned``; its arrivals are the halo rows of each sender."""
