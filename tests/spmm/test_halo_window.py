@@ -209,3 +209,23 @@ def test_a_run_resumes_with_another_window_and_ends_with_the_same_bits(tmp_path,
         assert [r["loss"] for r in mine.history] == [r["loss"] for r in theirs.history[2:]]
         for a, b in zip(mine.weights, theirs.weights):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("conv, window, ranks", [("gat", 2, 5), ("gat", 4, 5), ("gat", None, 5), ("gcn", 2, 5),
+                                                 ("sage", 2, 5)])
+def test_the_exchanges_an_epoch_makes_are_the_ones_stats_predicts(directed_graph, conv, window, ranks):
+    """``stats --predict`` counts the exchanges of an epoch from the layer type (GAT's extra fetch of its halo rows
+    included where the window streams); training makes exactly those, each moving the plan's volume."""
+    from distgcn.config import ModelConfig
+    from distgcn.memory.from_sizes import epoch_exchange_widths
+
+    keywords = {"conv": conv, **({"heads": 2} if conv == "gat" else {})}
+    results = _train(_graph(True, directed_graph), ranks, window, **keywords)
+    model = ModelConfig(layers=3, hidden=(12, 10), conv=conv, halo_window=window, **({"heads": 2} if conv == "gat"
+                                                                                     else {}))
+    predicted = epoch_exchange_widths(model, 8, 3, ranks)
+    assert len(predicted) == (21 if conv == "gat" and window == 2 else 18 if conv == "gat" else 8)
+    volume = distgcn.partition(_graph(True, directed_graph), ranks, model="random", seed=2).metrics["volume"]["total"]
+    for record in results[0].history:
+        assert record["spmm_exchanges"] == len(predicted)
+        assert record["halo_rows"] == len(predicted) * volume
