@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--graph", default="synthetic:rmat,scale=20,edge_factor=12")
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--classes", type=int, default=8)
-    parser.add_argument("--parts", type=int, default=8)
+    parser.add_argument("--parts", type=int, default=8, help="ranks of the memory runs (0: no memory runs)")
     parser.add_argument("--layers", default="3")
     parser.add_argument("--hidden", default="256")
     parser.add_argument("--windows", default="4", help="comma-separated windows measured beside the whole halo")
@@ -91,40 +91,49 @@ def main() -> None:
     result: dict = {"graph": args.graph, "features": args.features, "parts": args.parts, "model": model,
                     "load_average_start": os.getloadavg()}
 
-    tiny = partition(args.out, TINY_GRAPH, args.parts, None, None)
-    tiny_measured = measured_mib(tiny, args.parts, model, "all", 1, args.out)
-    tiny_predicted = predicted_mib(tiny, model, "all")
-    baseline = statistics.median(m - p for m, p in zip(tiny_measured, tiny_predicted))
-    result["baseline_mib"] = round(baseline, 1)
-
-    big = partition(args.out, args.graph, args.parts, args.features, args.classes)
-    result["memory"] = {}
-    for window in ["all", *args.windows.split(",")]:
-        predicted = predicted_mib(big, model, window)
-        measured = measured_mib(big, args.parts, model, window, args.epochs, args.out)
-        result["memory"][window] = [
-            {"rank": rank, "predicted_mib": round(p, 1), "with_baseline_mib": round(p + baseline, 1),
-             "measured_mib": round(m, 1), "measured_over_predicted": round(m / (p + baseline), 3)}
-            for rank, (p, m) in enumerate(zip(predicted, measured))]
-
+    if args.parts:
+        result["baseline_mib"], result["memory"] = memory_runs(args, model)
     if args.time_parts:
-        timed = partition(args.out, args.graph, args.time_parts, args.features, args.classes)
-        windows = ["all", *args.time_windows.split(",")]
-        epochs: dict[str, list[float]] = {w: [] for w in windows}
-        for _ in range(args.rounds):
-            for window in windows:
-                metrics = args.out / f"time-{window}.jsonl"
-                metrics.unlink(missing_ok=True)
-                distgcn("train", str(timed), *model, "--epochs", str(args.time_epochs), "--threads", "1",
-                        "--halo-window", window, "--quiet", "--metrics", str(metrics), ranks=args.time_parts)
-                epochs[window].append(steady_epoch_s(metrics))
-        result["time"] = {"parts": args.time_parts, "epoch_s": epochs,
-                          "median_over_whole": {w: round(statistics.median(epochs[w]) / statistics.median(
-                              epochs["all"]), 3) for w in windows}}
+        result["time"] = time_runs(args, model)
     result["load_average_end"] = os.getloadavg()
     text = json.dumps(result, indent=1)
     (args.out / "halo_window.json").write_text(text + "\n")
     print(text)
+
+
+def memory_runs(args: argparse.Namespace, model: list[str]) -> tuple[float, dict]:
+    """The runtime baseline, and per window every rank's predicted and measured peak."""
+    tiny = partition(args.out, TINY_GRAPH, args.parts, None, None)
+    tiny_measured = measured_mib(tiny, args.parts, model, "all", 1, args.out)
+    tiny_predicted = predicted_mib(tiny, model, "all")
+    baseline = statistics.median(m - p for m, p in zip(tiny_measured, tiny_predicted))
+    big = partition(args.out, args.graph, args.parts, args.features, args.classes)
+    memory = {}
+    for window in ["all", *args.windows.split(",")]:
+        predicted = predicted_mib(big, model, window)
+        measured = measured_mib(big, args.parts, model, window, args.epochs, args.out)
+        memory[window] = [
+            {"rank": rank, "predicted_mib": round(p, 1), "with_baseline_mib": round(p + baseline, 1),
+             "measured_mib": round(m, 1), "measured_over_predicted": round(m / (p + baseline), 3)}
+            for rank, (p, m) in enumerate(zip(predicted, measured))]
+    return round(baseline, 1), memory
+
+
+def time_runs(args: argparse.Namespace, model: list[str]) -> dict:
+    """The whole halo and each window in alternation, ``rounds`` times: each run's median steady epoch."""
+    timed = partition(args.out, args.graph, args.time_parts, args.features, args.classes)
+    windows = ["all", *args.time_windows.split(",")]
+    epochs: dict[str, list[float]] = {w: [] for w in windows}
+    for _ in range(args.rounds):
+        for window in windows:
+            metrics = args.out / f"time-{window}.jsonl"
+            metrics.unlink(missing_ok=True)
+            distgcn("train", str(timed), *model, "--epochs", str(args.time_epochs), "--threads", "1",
+                    "--halo-window", window, "--quiet", "--metrics", str(metrics), ranks=args.time_parts)
+            epochs[window].append(steady_epoch_s(metrics))
+    whole = statistics.median(epochs["all"])
+    return {"parts": args.time_parts, "epoch_s": epochs,
+            "median_over_whole": {w: round(statistics.median(epochs[w]) / whole, 3) for w in windows}}
 
 
 if __name__ == "__main__":
