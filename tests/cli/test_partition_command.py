@@ -1,7 +1,9 @@
 """``distgcn partition`` / ``stats`` / ``train DIR``: the offline hand-off, checked end to end.
 
 The runtime's measured traffic must equal the partition's predicted metrics,
-exactly, for every model.
+exactly, for every model. Runs are on in-process ranks, except where the real
+launcher is part of the claim (rank 0 scattering to MPI processes, a job of the
+wrong size).
 """
 
 from __future__ import annotations
@@ -62,12 +64,15 @@ def test_training_traffic_equals_prediction(tmp_path, graphs, graph_name, model,
 
 
 def test_directory_training_equals_graph_training(tmp_path, graphs):
-    """Shards written to disk and shards sent by rank 0 give the same run."""
+    """Shards written to disk and shards sent by rank 0 give the same run.
+
+    The directory run is on in-process ranks; rank 0 sends the shards to real MPI processes."""
     spec = graphs["directed"]
     opts = GraphOptions(spec=spec, features=6, classes=3, seed=4)
     write_partition(opts, tmp_path / "part", 3, PartitionerConfig("random", seed=4), quiet=True)
     common = ["--epochs", "3", "--dtype", "float64", "--seed", "4", "--quiet"]
-    a = run_distgcn(["train", str(tmp_path / "part"), *common, "--metrics", str(tmp_path / "a.jsonl")], ranks=3)
+    a = distgcn_in_process(["train", str(tmp_path / "part"), *common, "--metrics", str(tmp_path / "a.jsonl")],
+                           ranks=3)
     b = run_distgcn(["train", "--graph", spec, "--features", "6", "--classes", "3", "--partition", "random",
                      *common, "--metrics", str(tmp_path / "b.jsonl")], ranks=3)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
@@ -79,8 +84,8 @@ def test_directory_training_equals_graph_training(tmp_path, graphs):
 
 def test_partition_directory_contents_and_stats(tmp_path, graphs):
     out = tmp_path / "part"
-    proc = run_distgcn(["partition", graphs["undirected"], "--symmetrize", "--features", "6", "--classes", "3",
-                        "--parts", "4", "--model", "graph", "--seed", "2", "--out", str(out)])
+    proc = distgcn_in_process(["partition", graphs["undirected"], "--symmetrize", "--features", "6", "--classes",
+                               "3", "--parts", "4", "--model", "graph", "--seed", "2", "--out", str(out)])
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((out / "meta.json").read_text())
     for key in ("partition_id", "parts", "model", "partitioner", "epsilon", "seed", "partition_s",
@@ -88,13 +93,13 @@ def test_partition_directory_contents_and_stats(tmp_path, graphs):
         assert key in meta, key
     assert meta["graph"]["fingerprint"] and meta["graph"]["n"] == len(np.load(out / "parts.npy"))
     assert sorted(p.name for p in out.glob("shard-*.npz")) == [f"shard-0000{r}.npz" for r in range(4)]
-    stats = run_distgcn(["stats", str(out), "--json"])
+    stats = distgcn_in_process(["stats", str(out), "--json"])
     assert stats.returncode == 0, stats.stderr
     s = json.loads(stats.stdout)
     assert s["parts"] == 4 and s["model"] == "graph" and s["partitioner"] == "metis"
     assert set(s["volume"]) >= {"total", "avg", "max"} and set(s["messages"]) >= {"total", "avg", "max"}
     assert s["volume"]["total"] == meta["connectivity_minus_one"]
-    table = run_distgcn(["stats", str(out)])
+    table = distgcn_in_process(["stats", str(out)])
     assert "connectivity-1" in table.stdout and "imbalance" in table.stdout
 
 
@@ -125,7 +130,7 @@ def test_corrupt_shard_is_refused(partition_dir):
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
-    proc = run_distgcn(["train", str(partition_dir), "--epochs", "1"], ranks=2, timeout=60)
+    proc = distgcn_in_process(["train", str(partition_dir), "--epochs", "1"], ranks=2)
     assert proc.returncode == 2, proc.stderr
     assert "shard-00001.npz" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -133,6 +138,6 @@ def test_corrupt_shard_is_refused(partition_dir):
 def test_shard_from_another_partition_is_refused(tmp_path, graphs, partition_dir):
     write_partition(options(graphs["directed"], True), tmp_path / "other", 2, "contiguous", quiet=True)
     (partition_dir / "shard-00000.npz").write_bytes((tmp_path / "other" / "shard-00000.npz").read_bytes())
-    proc = run_distgcn(["train", str(partition_dir), "--epochs", "1"], ranks=2, timeout=60)
+    proc = distgcn_in_process(["train", str(partition_dir), "--epochs", "1"], ranks=2)
     assert proc.returncode == 2
     assert "another partition" in proc.stderr and "shard-00000.npz" in proc.stderr

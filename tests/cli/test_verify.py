@@ -3,8 +3,9 @@
 A shard re-saved after partitioning (so that its own checksum still verifies), a
 plan that no longer matches its peers', a meta.json whose part count disagrees
 with the shards, files outside the directory: each ends in one line and exit 2
-on every command that reads a partition (train on a real mpiexec, stats,
-report), never in a wrong result, a hang or an MPI traceback. Header counts that
+on every command that reads a partition (train, stats, report), never in a
+wrong result, a hang or an MPI traceback. train runs on in-process ranks, and
+under a real mpiexec for a changed shard and a changed plan. Header counts that
 would drive a huge allocation are refused before it.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_distgcn
+from conftest import distgcn_in_process, run_distgcn
 
 from distgcn.cli.stats_tables import stats_json
 from distgcn.data import load_graph
@@ -33,8 +34,8 @@ def partition(tmp_path: Path, parts: int, name: str = "part") -> Path:
     graph = tmp_path / "g.txt"
     graph.write_text(EDGES)
     out = tmp_path / name
-    proc = run_distgcn(["partition", str(graph), "--parts", str(parts), "--model", "contiguous", *GRAPH_ARGS,
-                        "--out", str(out), "--quiet"])
+    proc = distgcn_in_process(["partition", str(graph), "--parts", str(parts), "--model", "contiguous",
+                               *GRAPH_ARGS, "--out", str(out), "--quiet"])
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -74,10 +75,11 @@ def one_error_line(proc) -> str:
     return errors[0]
 
 
-def refused_everywhere(directory: Path, ranks: int, expected: str) -> None:
-    """train (real mpiexec), stats and report all refuse with ``expected``."""
-    line = one_error_line(run_distgcn(["train", str(directory), "--epochs", "1", "--quiet"], ranks=ranks,
-                                      timeout=90))
+def refused_everywhere(directory: Path, ranks: int, expected: str, mpiexec: bool = False) -> None:
+    """train, stats and report all refuse with ``expected``; train on in-process ranks, or a real mpiexec."""
+    train = ["train", str(directory), "--epochs", "1", "--quiet"]
+    line = one_error_line(run_distgcn(train, ranks=ranks, timeout=90) if mpiexec
+                          else distgcn_in_process(train, ranks=ranks))
     assert expected in line, line
     for read in (lambda: stats_json(directory), lambda: load_inputs([str(directory)])):
         with pytest.raises(InputError, match=re.escape(expected)):
@@ -90,9 +92,11 @@ def relabel(shard: Shard) -> None:
 
 
 def test_resaved_shard_with_one_changed_label_is_refused(part3):
-    """Before: trained to exit 0 (its own checksum verifies; nothing compared it with meta.json)."""
+    """Before: trained to exit 0 (its own checksum verifies; nothing compared it with meta.json).
+
+    Under a real mpiexec: the other refusals' path (one line, exit 2, no MPI traceback) on real ranks."""
     resave(part3, 1, relabel)
-    refused_everywhere(part3, 3, "shard-00001.npz: shard does not match meta.json")
+    refused_everywhere(part3, 3, "shard-00001.npz: shard does not match meta.json", mpiexec=True)
 
 
 def drop_one_sent_row(shard: Shard) -> None:
@@ -162,7 +166,7 @@ def test_directory_without_a_part_vector_checksum_still_loads(part3):
 
 def test_malformed_meta_field_is_named(part3):
     edit_meta(part3, lambda m: m["shards"][2].__setitem__("n_owned", "x"))
-    line = one_error_line(run_distgcn(["stats", str(part3)]))
+    line = one_error_line(distgcn_in_process(["stats", str(part3)]))
     assert line.endswith('meta.json: field shards[2].n_owned: expected an integer >= 0, got "x"'), line
 
 
@@ -243,14 +247,14 @@ def test_checkpoint_whose_state_does_not_fit_is_refused(tmp_path):
     graph.write_text(EDGES)
     ckpt = tmp_path / "ckpt"
     train = ["train", "--graph", str(graph), *GRAPH_ARGS, "--epochs", "2", "--quiet", "--checkpoint-dir", str(ckpt)]
-    first = run_distgcn([*train, "--checkpoint-every", "1"])
+    first = distgcn_in_process([*train, "--checkpoint-every", "1"])
     assert first.returncode == 0, first.stderr
     newest = list_checkpoints(ckpt)[-1]
     contents = read_checkpoint(newest)
     state = {key: value for key, value in contents["state"].items() if key != "optimizer"}
     newest.unlink()
     save_checkpoint(ckpt, contents["epoch"], state, RunIdentity(**contents["identity"]), keep=3)
-    resumed = run_distgcn([*train, "--epochs", "3", "--resume"])
+    resumed = distgcn_in_process([*train, "--epochs", "3", "--resume"])
     assert resumed.returncode == 2, resumed.stderr
     assert "checkpoint state does not fit this run" in one_error_line(resumed)
 

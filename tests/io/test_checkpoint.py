@@ -6,7 +6,7 @@ without touching the last good checkpoint.
 
 Runs of ``distgcn train`` go through the command line's pipeline on in-process
 ranks (threads); one stop-and-resume case runs under a real mpiexec, where the
-failing rank takes the processes down. The global torch, numpy and Python
+failing rank takes the processes down (its uninterrupted reference on threads). The global torch, numpy and Python
 generators that a checkpoint captures are shared by the rank threads; nothing
 in training draws from them (initialization, dropout and sampling use their
 own seeded generators and counter-based hashes), so sharing them changes no
@@ -102,15 +102,22 @@ def test_other_layer_types_resume_bitwise(tmp_path, capsys, model):
     check_stopped_and_resumed(tmp_path, "float32", 3, capsys, model)
 
 
-def test_stopped_and_resumed_run_equals_uninterrupted_bitwise_under_mpiexec(tmp_path):
-    check_stopped_and_resumed(tmp_path, "float32", 2, None)
+def test_stopped_and_resumed_run_equals_uninterrupted_bitwise_under_mpiexec(tmp_path, capsys):
+    """The stopped and the resumed job are real MPI processes; the uninterrupted reference runs on in-process
+    ranks, which add the ranks' sums in the same order, so its bits are those of an mpiexec run."""
+    check_stopped_and_resumed(tmp_path, "float32", 2, None, reference_capsys=capsys)
 
 
 def check_stopped_and_resumed(tmp_path: Path, dtype: str, ranks: int,
-                              capsys: pytest.CaptureFixture[str] | None, model: list[str] | None = None) -> None:
-    """Rank 1 fails in epoch 6 of a run checkpointing every 2 epochs; resumed, it ends as an uninterrupted run."""
+                              capsys: pytest.CaptureFixture[str] | None, model: list[str] | None = None,
+                              reference_capsys: pytest.CaptureFixture[str] | None = None) -> None:
+    """Rank 1 fails in epoch 6 of a run checkpointing every 2 epochs; resumed, it ends as an uninterrupted run.
+
+    ``capsys``: every run on in-process ranks, else under mpiexec; ``reference_capsys``: the uninterrupted
+    run on in-process ranks even so.
+    """
     model = model or []
-    full, full_out = train(tmp_path, "full", model, ranks=ranks, dtype=dtype, capsys=capsys)
+    full, full_out = train(tmp_path, "full", model, ranks=ranks, dtype=dtype, capsys=capsys or reference_capsys)
     assert full.returncode == 0, full.stderr
 
     ckpt = tmp_path / "ckpt"

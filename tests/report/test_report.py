@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_distgcn
+from conftest import distgcn_in_process, run_distgcn
 
 from distgcn.cli.jobs import load_metrics, scaling_table
 from distgcn.cli.main import main
@@ -37,7 +37,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def partition_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("part") / "p3"
-    proc = run_distgcn(["partition", GRAPH, "--parts", "3", "--model", "random", "--out", str(out), "--quiet"])
+    proc = distgcn_in_process(["partition", GRAPH, "--parts", "3", "--model", "random", "--out", str(out), "--quiet"])
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -109,7 +109,8 @@ def test_every_figure_is_a_png_of_the_expected_size_and_not_blank(tmp_path, runs
 
 def test_partition_models_are_compared_from_partition_directories(tmp_path, partition_dir):
     other = tmp_path / "graph3"
-    proc = run_distgcn(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other), "--quiet"])
+    proc = distgcn_in_process(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other),
+                               "--quiet"])
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "report"
     assert report([str(partition_dir), str(other)], out) == 0
@@ -240,7 +241,8 @@ def test_curves_draw_one_row_of_panels_per_graph_and_every_run_in_its_legend(tmp
 
 def test_communication_matrices_of_one_graph_share_their_colour_scale(tmp_path, partition_dir):
     other = tmp_path / "graph3"
-    proc = run_distgcn(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other), "--quiet"])
+    proc = distgcn_in_process(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other),
+                               "--quiet"])
     assert proc.returncode == 0, proc.stderr
     _, partitions = load_inputs([str(partition_dir), str(other)])
     largest = max(int(p.comm.max()) for p in partitions)
@@ -315,9 +317,11 @@ def test_without_matplotlib_the_error_says_what_to_install(tmp_path, runs, capsy
 
 
 def test_training_writes_the_run_header_and_prints_progress_on_rank_zero(tmp_path, partition_dir):
+    """On in-process ranks, which share one stdout (a line printed by every rank would be counted 3 times);
+    the --quiet run is a real mpiexec job, whose stderr holds all that the processes wrote."""
     metrics = tmp_path / "m.jsonl"
-    proc = run_distgcn(["train", str(partition_dir), "--epochs", "3", "--hidden", "4", "--metrics", str(metrics)],
-                       ranks=3)
+    proc = distgcn_in_process(["train", str(partition_dir), "--epochs", "3", "--hidden", "4", "--metrics",
+                               str(metrics)], ranks=3)
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3]
@@ -337,7 +341,7 @@ def test_training_writes_the_run_header_and_prints_progress_on_rank_zero(tmp_pat
     assert proc.stderr.count("training: started") == 1 and proc.stderr.count("training: done in") == 1
     assert sum(line.startswith("epoch") for line in proc.stdout.splitlines()) == 3
 
-    verbose = run_distgcn(["train", str(partition_dir), "--epochs", "2", "--verbose"], ranks=3)
+    verbose = distgcn_in_process(["train", str(partition_dir), "--epochs", "2", "--verbose"], ranks=3)
     assert verbose.returncode == 0, verbose.stderr
     assert sum("halo wait" in line for line in verbose.stdout.splitlines()) == 2
     quiet = run_distgcn(["train", str(partition_dir), "--epochs", "2", "--quiet"], ranks=3)
