@@ -150,6 +150,7 @@ class Kernels:
 
         return tricks.TRICKS.relu_folding and p > 0.0 and x.is_contiguous() and self.one_pass_product(x, weight)
 
+
     def dropped_product(self, x: np.ndarray, row_ids: np.ndarray, p: float, key: int, weight: np.ndarray,
                         out: np.ndarray, relu: bool = False) -> None:
         """out = (relu?(x) · mask) @ weight in one pass (:func:`distgcn.kernels.dropout.dropped_product`)."""
@@ -216,3 +217,14 @@ def kernels_for(device: Any = "cpu", choice: str | Kernels = "auto") -> Kernels:
 def keep_threshold(p: float) -> int:
     """The 16-bit lane value at and above which keyed dropout keeps an entry (every device's mask uses it)."""
     return min(65535, round(p * 65536))
+
+
+def cpu_folds_relu(out_width: int, p: float) -> bool:
+    """:meth:`Kernels.folds_relu` of a CPU layer in float32 or float64 by its sizes alone (the memory model's
+    question: which hidden ReLUs leave their backward to the next layer's one-pass kernels)."""
+    from distgcn.kernels import tricks
+    from distgcn.kernels.dropout import NARROW_PRODUCT_WIDTH
+
+    flags = tricks.TRICKS
+    return (flags.relu_folding and flags.one_pass_product and flags.compiled_dropout and p > 0.0
+            and out_width <= NARROW_PRODUCT_WIDTH)

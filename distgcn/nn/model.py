@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from distgcn.config import ModelConfig, TrainConfig
-from distgcn.kernels import Kernels
+from distgcn.kernels import Kernels, cpu_folds_relu
 from distgcn.kernels.dense import affine
 from distgcn.nn.dropout import (
     PreActivation,
@@ -75,25 +75,73 @@ def exchange_widths(widths: list[int]) -> list[int]:
     return forward + backward + forward
 
 
-def gcn_activation_bytes(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
-    """Peak bytes of activations and their gradients over one training step of ``n`` rows (:class:`GCN`).
-
-    What the forward pass keeps: per layer its ReLU output (the logits on the
-    last layer) and, where a layer multiplies by Â first (b >= a), dropout(H)
-    for W's gradient, plus on a GPU the float mask of a dropout that feeds Â
-    (not the input's). The peak is the backward pass's: all of that plus an
-    output gradient, Âᵀ G and the kernel's temporary at the widest layer. No
-    forward transient exceeds it: a layer's products and the temporary take at
-    most 3·n·b·s for its output width b (a <= b where Â multiplies dropout(H)),
-    on top of no more than the forward pass keeps in the end.
-    """
+def gcn_saved_bytes(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """What a GCN's training forward pass over ``n`` rows keeps for its backward: per layer its ReLU output (the
+    logits on the last layer) and, where a layer multiplies by Â first (b >= a), Â·dropout(H) for W's gradient,
+    plus on a GPU the float mask of a dropout that feeds Â (not the input's). A layer that multiplies by W first
+    keeps H, the previous layer's output, already counted (distgcn/nn/dropout.py)."""
     saved = 0
     for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
-        if b >= a:  # Â dropout(H) first, keeping dropout(H) (and its mask on a GPU) for W's gradient
+        if b >= a:
             mask = n * a * s if on_gpu and dropout > 0 and layer > 0 else 0
             saved += mask + n * a * s
         saved += n * b * s
-    return saved + 3 * n * max(widths[1:]) * s
+    return saved
+
+
+def gcn_activation_bytes(n: int, widths: list[int], s: int, dropout: float, on_gpu: bool) -> int:
+    """Peak bytes of activations and their gradients over one training step of ``n`` rows (:class:`GCN`).
+
+    On a GPU: everything the forward pass keeps (:func:`gcn_saved_bytes`) plus three arrays of the widest layer
+    (an output gradient, Âᵀ G and a kernel temporary), an upper bound. On the CPU the step is walked as the
+    layers allocate, in units of one row's width (:func:`_cpu_step_peak`).
+    """
+    if on_gpu:
+        return gcn_saved_bytes(n, widths, s, dropout, True) + 3 * n * max(widths[1:]) * s
+    return _cpu_step_peak(widths, dropout) * n * s
+
+
+def _cpu_step_peak(widths: list[int], dropout: float) -> int:
+    """The most columns of n-row arrays alive at once in a CPU training step, forward then backward.
+
+    Forward, a layer that multiplies by Â first (b >= a) holds dropout(H) (a copy where p > 0) beside Â·dropout(H),
+    keeps the latter, and adds its output; one that multiplies by W first adds dropout(H)·W beside Â·(that).
+    Backward, each layer in turn frees its output once the output's gradient exists; Â-first: G·Wᵀ beside G,
+    then Â·dropout(H) is freed, Âᵀ(G·Wᵀ) and, where p > 0, dropout's gradient and the previous ReLU's each beside
+    the last; W-first: Âᵀ G beside G, then H's gradient beside it, and the previous ReLU's gradient where the
+    next layer's kernels do not fold that ReLU (:func:`distgcn.kernels.cpu_folds_relu`). Layer 0's input needs
+    no gradient. Small temporaries (row slices, W's gradient) are left out.
+    """
+    layers = list(zip(widths[:-1], widths[1:]))
+    drops = dropout > 0
+    alive = peak = 0
+    kept = []
+    for a, b in layers:  # forward
+        if b < a:
+            peak = max(peak, alive + 2 * b)
+            kept.append(0)
+        else:
+            peak = max(peak, alive + (a if drops else 0) + a, alive + a + b)
+            kept.append(a)
+        alive += kept[-1] + b
+    gradient = widths[-1]
+    peak = max(peak, alive + gradient)  # the logits' gradient beside the logits
+    for layer in reversed(range(len(layers))):
+        a, b = layers[layer]
+        alive -= b  # this layer's output, once its gradient exists (its ReLU's backward ran with the next layer)
+        if b < a:
+            peak = max(peak, alive + gradient + b)  # Âᵀ G beside G
+            if layer > 0:
+                peak = max(peak, alive + b + a)  # H's gradient beside Âᵀ G
+                if not cpu_folds_relu(b, dropout):
+                    peak = max(peak, alive + 2 * a)  # the ReLU's backward beside H's gradient
+        else:
+            peak = max(peak, alive + gradient + (a if layer > 0 else 0))  # G·Wᵀ beside G
+            alive -= kept[layer]
+            if layer > 0:
+                peak = max(peak, alive + 2 * a)  # Âᵀ(G·Wᵀ), then dropout's and the ReLU's backward, each beside
+        gradient = a
+    return peak
 
 
 def glorot_matrices(shapes: list[tuple[int, int]], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:

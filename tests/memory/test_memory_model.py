@@ -27,7 +27,7 @@ from distgcn.io import limits
 from distgcn.kernels import PRODUCTS
 from distgcn.memory import prediction as memory
 from distgcn.nn.gat import gat_activation_bytes
-from distgcn.nn.model import GCN, gcn_activation_bytes
+from distgcn.nn.model import GCN, gcn_activation_bytes, gcn_saved_bytes
 from distgcn.nn.sage import sage_activation_bytes
 from distgcn.shard.cut import iter_shards
 from distgcn.shard.rank_shard import Shard
@@ -187,9 +187,9 @@ def test_activations_worked_examples():
     # 6 -> 4 -> 9 -> 2 with dropout on a GPU: layer 1 (4 -> 9) keeps dropout(H) and its float mask
     kept = n * 4 * 8 + (n * 4 * 8 + n * 4 * 8) + n * 9 * 8 + n * 2 * 8
     assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.5, True) == kept + 3 * n * 9 * 8
-    # the same on the CPU, or without dropout on a GPU: no mask
+    # the same on the CPU (kept), or without dropout on a GPU: no mask
     no_mask = kept - n * 4 * 8
-    assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.5, False) == no_mask + 3 * n * 9 * 8
+    assert gcn_saved_bytes(n, [6, 4, 9, 2], 8, 0.5, False) == no_mask
     assert gcn_activation_bytes(n, [6, 4, 9, 2], 8, 0.0, True) == no_mask + 3 * n * 9 * 8
     # equal widths (b == a) multiply by Â first: layer 1 keeps its mask, dropout(H) and its output
     assert gcn_activation_bytes(n, [5, 5, 5], 4, 0.5, True) == (n * 5 * 4 + n * 5 * 4) + (
@@ -445,7 +445,7 @@ def saved_by_forward(t: InProcessTransport, layers: int, hidden: tuple[int, ...]
     storages = saved_storages(trainer, [])
     widths = config.widths(7, shard.num_classes)
     n = shard.n_owned
-    return sum(storages.values()), gcn_activation_bytes(n, widths, 8, dropout, False) - 3 * n * max(widths[1:]) * 8
+    return sum(storages.values()), gcn_saved_bytes(n, widths, 8, dropout, False)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.5])
@@ -525,3 +525,78 @@ def test_a_windows_buffers_are_the_bytes_the_exchanger_holds():
         assert rank["buffers"] == rows * WIDTH * 8 == rank["predicted_rows"] * WIDTH * 8
         widths = {min(rank["features"], WIDTH), min(WIDTH, rank["classes"])}
         assert rank["predicted"] == sum(rows * w * 8 for w in widths)
+
+
+class LiveBytes:
+    """Every strided tensor torch allocates on this thread, counted until its storage is freed: the bytes alive
+    now, their peak, and the level when the first model forward began (what training holds besides activations)."""
+
+    def __init__(self):
+        import weakref
+
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.now = self.peak = 0
+        self.before_forward: int | None = None
+        counted: set[int] = set()
+        tracker = self
+
+        def count(t: torch.Tensor) -> None:
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+            if key in counted or size == 0:
+                return
+            counted.add(key)
+            tracker.now += size
+            tracker.peak = max(tracker.peak, tracker.now)
+
+            def freed() -> None:
+                counted.discard(key)
+                tracker.now -= size
+
+            weakref.finalize(storage, freed)
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in out if isinstance(out, (tuple, list)) else [out]:
+                    if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                        count(t)
+                return out
+
+        self.mode = Mode()
+
+
+@pytest.mark.parametrize("layers, hidden, dropout, dtype", [
+    (2, (256,), 0.5, "float32"), (3, (128,), 0.0, "float32"), (3, (192,), 0.5, "float64"), (2, (32,), 0.5, "float32"),
+    (4, (128, 16, 96), 0.5, "float32"), (3, (6, 96), 0.2, "float64"),
+], ids=["2-256", "3-128-no-dropout", "3-192-float64", "2-32-W-first", "4-mixed", "3-narrow-first"])
+def test_the_cpu_activation_peak_is_the_most_torch_holds_at_once(monkeypatch, layers, hidden, dropout, dtype):
+    """One rank's training, every tensor torch allocates tracked to its release (kept buffers off, so each array
+    is freed where the code lets it go): the most alive at once beyond what training held before the first
+    forward is the CPU activation term, up to the small temporaries it leaves out (row slices, W's gradient)."""
+    import distgcn
+    from distgcn.kernels import kept_buffers
+    from distgcn.nn.model import LayerStack
+
+    monkeypatch.setattr(kept_buffers, "MIN_BYTES", 1 << 62)
+    live = LiveBytes()
+    forward = LayerStack.layer_outputs
+
+    def first_forward_noted(self, *args, **kwargs):
+        if live.before_forward is None:
+            live.before_forward = live.now
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(LayerStack, "layer_outputs", first_forward_noted)
+    n, features, classes = 12_000, 64, 8
+    with live.mode:
+        distgcn.train(f"synthetic:sbm,n={n},classes={classes},features={features},avg_degree=6", epochs=2,
+                      layers=layers, hidden=hidden, dropout=dropout, dtype=dtype, threads=1, quiet=True)
+    s = 4 if dtype == "float32" else 8
+    widths = [features, *(hidden * (layers - 1) if len(hidden) == 1 else hidden), classes]
+    predicted = gcn_activation_bytes(n, widths, s, dropout, on_gpu=False)
+    measured = live.peak - live.before_forward
+    small = 16 * max(a * b for a, b in zip(widths[:-1], widths[1:])) * s + 4 * n * classes * s
+    assert predicted - small <= measured <= predicted + small, (measured / 2**20, predicted / 2**20)
+    assert predicted < gcn_saved_bytes(n, widths, s, dropout, False) + 3 * n * max(widths[1:]) * s or layers == 2
