@@ -19,8 +19,10 @@ halo.py, model.py and dropout.py:
   message each way;
 - activations: what autograd keeps from the training forward pass, plus the
   largest transient (a layer's products and the kernel's temporary), or the
-  backward pass's gradients. Dropout keeps no mask on the CPU, and a layer
-  that multiplies dropout(H) by W keeps H, not dropout(H) (dropout.py).
+  backward pass's gradients; for the CPU GCN the most alive at once as the
+  step's layers allocate and free them (nn/model.py). Dropout keeps no mask on
+  the CPU, and a layer that multiplies dropout(H) by W keeps H, not
+  dropout(H) (dropout.py).
 
 On a GPU every tensor term is device memory and the shard stays on the host.
 On a CPU both are in the same memory, and tensors that torch builds without
