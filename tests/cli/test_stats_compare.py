@@ -52,8 +52,8 @@ GOLDEN_JSON = (
     '"edge_cut": 53, "partition_s": 0.25, "graph": {"name": "g", "n": 39, "nnz": 263, "fingerprint": '
     '"87cf0c0179cfb804b4e7e40a5e355e43"}, "memory": {"model": {"layers": 2, "hidden": [16], "dtype": "float32", '
     '"optimizer": "adam", "dropout": 0.5}, "ranks": [{"rank": 0, "rows": 20, "halo_rows": 19, "nnz": 129, '
-    '"gpu_bytes": 15564, "cpu_bytes": 15884}, {"rank": 1, "rows": 19, "halo_rows": 19, "nnz": 134, '
-    '"gpu_bytes": 15317, "cpu_bytes": 15645}]}}\n'
+    '"gpu_bytes": 15564, "cpu_bytes": 13324}, {"rank": 1, "rows": 19, "halo_rows": 19, "nnz": 134, '
+    '"gpu_bytes": 15317, "cpu_bytes": 13213}]}}\n'
 )
 
 
