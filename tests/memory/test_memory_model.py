@@ -569,11 +569,13 @@ class LiveBytes:
         self.mode = Mode()
 
 
-@pytest.mark.parametrize("layers, hidden, dropout, dtype", [
-    (2, (256,), 0.5, "float32"), (3, (128,), 0.0, "float32"), (3, (192,), 0.5, "float64"), (2, (32,), 0.5, "float32"),
-    (4, (128, 16, 96), 0.5, "float32"), (3, (6, 96), 0.2, "float64"),
-], ids=["2-256", "3-128-no-dropout", "3-192-float64", "2-32-W-first", "4-mixed", "3-narrow-first"])
-def test_the_cpu_activation_peak_is_the_most_torch_holds_at_once(monkeypatch, layers, hidden, dropout, dtype):
+@pytest.mark.parametrize("n, layers, hidden, dropout, dtype", [
+    (12_000, 2, (256,), 0.5, "float32"), (12_000, 3, (128,), 0.0, "float32"), (12_000, 3, (192,), 0.5, "float64"),
+    (12_000, 2, (32,), 0.5, "float32"), (12_000, 4, (128, 16, 96), 0.5, "float32"),
+    (12_000, 3, (6, 96), 0.2, "float64"), (48_000, 3, (128,), 0.5, "float32"), (48_000, 3, (128,), 0.0, "float32"),
+], ids=["2-256", "3-128-no-dropout", "3-192-float64", "2-32-W-first", "4-mixed", "3-narrow-first",
+        "larger-3-128", "larger-3-128-no-dropout"])
+def test_the_cpu_activation_peak_is_the_most_torch_holds_at_once(monkeypatch, n, layers, hidden, dropout, dtype):
     """One rank's training, every tensor torch allocates tracked to its release (kept buffers off, so each array
     is freed where the code lets it go): the most alive at once beyond what training held before the first
     forward is the CPU activation term, up to the small temporaries it leaves out (row slices, W's gradient)."""
@@ -591,7 +593,7 @@ def test_the_cpu_activation_peak_is_the_most_torch_holds_at_once(monkeypatch, la
         return forward(self, *args, **kwargs)
 
     monkeypatch.setattr(LayerStack, "layer_outputs", first_forward_noted)
-    n, features, classes = 12_000, 64, 8
+    features, classes = 64, 8
     with live.mode:
         distgcn.train(f"synthetic:sbm,n={n},classes={classes},features={features},avg_degree=6", epochs=2,
                       layers=layers, hidden=hidden, dropout=dropout, dtype=dtype, threads=1, quiet=True)
