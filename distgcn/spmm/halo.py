@@ -323,7 +323,7 @@ class HaloExchanger:
         if self._exchanges:
             self._counters.spmm_exchanges += 1
         self._counters.halo_rows += rows
-        self._counters.halo_bytes += rows * width * torch.empty((), dtype=dtype).element_size()
+        self._counters.halo_bytes += rows * width * dtype.itemsize
         self._counters.messages += messages
 
     def _post_whole(self, outgoing: torch.Tensor, out_role: str, sends: list[tuple[int, slice]],
@@ -352,18 +352,17 @@ class HaloExchanger:
         return Slots(peers, rows, self._buffer(role, shape, dtype),
                      None if wire is None else self._buffer(role + "-wire", shape, wire))
 
-    def _start_windowed(self, width: int, dtype: torch.dtype, forward: bool,
-                        pack: Callable[[int, torch.Tensor], None]) -> dict[str, object]:
-        """A windowed exchange's arguments in either direction (the forward's sends are the reverse's receives;
-        the reverse sends from the forward's halo slots), its sends counted."""
+    def _start_windowed(self, kind: type[WindowedExchange], width: int, dtype: torch.dtype, forward: bool,
+                        pack: Callable[[int, torch.Tensor], None], **extra: object) -> WindowedExchange:
+        """A windowed exchange of either direction, its sends counted (the forward's sends are the reverse's
+        receives; the reverse sends from the forward's halo slots)."""
         plan = self.plan
         sent = self._slots("send", plan.send_peers, self._send_rows, width, dtype)
         halo = self._slots("halo", plan.recv_peers, self._recv_rows, width, dtype)
         rounds = self._rounds if forward else [Round(send=r.recv, recv=r.send) for r in self._rounds]
         outgoing, incoming = (sent, halo) if forward else (halo, sent)
         self._count(sum(outgoing.rows), width, self._wire(dtype) or dtype, len(outgoing.rows))
-        return {"transport": self._transport, "rounds": rounds, "counters": self._counters, "outgoing": outgoing,
-                "incoming": incoming, "pack": pack}
+        return kind(self._transport, rounds, self._counters, outgoing, incoming, pack, **extra)
 
     def start_forward(self, h_owned: torch.Tensor) -> HaloExchange | WindowedExchange:
         """Post the exchange of halo rows of ``h_owned``; its arrivals are the halo rows of each sender."""
@@ -373,7 +372,7 @@ class HaloExchanger:
             def pack(k: int, out: torch.Tensor) -> None:
                 torch.index_select(h_owned, 0, self._sent_rows[k], out=out)
 
-            return WindowedExchange(**self._start_windowed(width, h_owned.dtype, True, pack))
+            return self._start_windowed(WindowedExchange, width, h_owned.dtype, True, pack)
         halo = self._buffer("halo", (plan.n_halo, width), h_owned.dtype)
         packed = self._buffer("send", (plan.rows_sent, width), h_owned.dtype)
         torch.index_select(h_owned, 0, plan.send_index, out=packed)
@@ -393,7 +392,7 @@ class HaloExchanger:
         """
         plan = self.plan
         if self.window is not None:
-            return WindowedReverse(**self._start_windowed(width, dtype, False, fill), rows=self._sent_rows)
+            return self._start_windowed(WindowedReverse, width, dtype, False, fill, rows=self._sent_rows)
         partials = self._buffer("halo", (plan.n_halo, width), dtype)  # the forward's rows are no longer needed
         for k, s in enumerate(plan.recv_slices):
             fill(k, partials[s])
