@@ -33,6 +33,13 @@ DTYPES = ("float32", "float64")
 HALO_DTYPES = ("float32", "bfloat16", "float16")
 """What halo rows may travel as (``train.halo_dtype``)."""
 OPTIMIZERS = ("adam", "sgd")
+WATCHED_METRICS = ("val_acc", "val_loss")
+"""What ``--keep-best`` keeps the best epoch of, and what early stopping and the plateau schedule watch."""
+WATCHED_BY_DEFAULT = "val_loss"
+"""What ``--patience`` and ``--lr-schedule plateau`` watch without ``--keep-best`` (as Keras's EarlyStopping and
+ReduceLROnPlateau do)."""
+LR_SCHEDULES = ("constant", "step", "cosine", "plateau")
+"""Learning-rate schedules (distgcn/training/selection.py gives each one's formula)."""
 MODELS = {"gcn": "model:GCN", "sage": "sage:GraphSAGE", "gat": "gat:GAT"}
 """The models, each one line: ``--conv`` name -> "module:Class" in distgcn.nn (resolved by distgcn.nn.registry)."""
 CONVS = tuple(MODELS)
@@ -279,12 +286,49 @@ class TrainConfig(ModelConfig):
     """"broadcast": every rank sends its whole block of H at every SpMM (the CAGNET-style peer)."""
     halo_dtype: str | None = _one_of(None, HALO_DTYPES)
     """What halo rows travel as (one of HALO_DTYPES), rounded to it on the way; None: the training dtype."""
+    keep_best: str | None = _one_of(None, WATCHED_METRICS)
+    """Keep (and save) the weights of the epoch with the best value of this metric; None: the last epoch's."""
+    patience: int | None = None
+    """Stop after this many epochs without a better watched metric; None: train every epoch."""
+    lr_schedule: str = _one_of("constant", LR_SCHEDULES)
+    lr_step: int | None = None
+    """step: epochs between two decays of the learning rate (the schedule needs it)."""
+    lr_gamma: float = 0.1
+    """step and plateau: the factor each decay multiplies the learning rate by."""
+    lr_min: float = 0.0
+    """cosine: the learning rate of the last epoch's end; plateau: the floor of the decays."""
+    lr_patience: int = 10
+    """plateau: decay after more than this many epochs without a better watched metric."""
+
+    @property
+    def watched(self) -> str | None:
+        """The metric that keep-best, early stopping and the plateau schedule watch; None: nothing watches one."""
+        if self.keep_best is not None:
+            return self.keep_best
+        return WATCHED_BY_DEFAULT if self.patience is not None or self.lr_schedule == "plateau" else None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         s = self.SECTION
         _positive(s, "epochs", self.epochs, maximum=EPOCHS_MAX)
         _non_negative(s, "lr", self.lr)
+        _choice(s, "keep_best", self.keep_best, WATCHED_METRICS, optional=True)
+        _positive(s, "patience", self.patience, optional=True, maximum=EPOCHS_MAX)
+        _choice(s, "lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _positive(s, "lr_step", self.lr_step, optional=True, maximum=EPOCHS_MAX)
+        _require(self.lr_schedule != "step" or self.lr_step is not None, f"{s}.lr_step",
+                 f"{{{s}.lr_schedule}} step needs {{{s}.lr_step}} N (epochs between two decays)")
+        _non_negative(s, "lr_gamma", self.lr_gamma)
+        _require(0 < self.lr_gamma < 1 or self.lr_schedule not in ("step", "plateau"), f"{s}.lr_gamma",
+                 f"{{{s}.lr_gamma}}: expected a factor in (0, 1) for a decaying schedule, got {self.lr_gamma!r}")
+        _non_negative(s, "lr_min", self.lr_min)
+        _require(self.lr_min <= self.lr, f"{s}.lr_min",
+                 f"{{{s}.lr_min}} {self.lr_min!r} is above {{{s}.lr}} {self.lr!r}")
+        _require(_is_int(self.lr_patience) and 0 <= self.lr_patience <= EPOCHS_MAX, f"{s}.lr_patience",
+                 f"{{{s}.lr_patience}}: expected an integer in 0..{EPOCHS_MAX}, got {self.lr_patience!r}")
+        for name, readers in SCHEDULE_OPTIONS.items():
+            _require(self.lr_schedule in readers or getattr(self, name) == default_of(TrainConfig, name),
+                     f"{s}.{name}", f"{{{s}.{name}}} applies to {{{s}.lr_schedule}} {' or '.join(readers)}")
         _non_negative(s, "weight_decay", self.weight_decay)
         check_seed(s, self.seed)
         _choice(s, "first_layer", self.first_layer, FIRST_LAYERS)
@@ -294,6 +338,11 @@ class TrainConfig(ModelConfig):
                  f"{{{s}.first_layer}} cached: only --conv gcn aggregates its input once; {self.conv} needs exact")
         _require(self.conv != "gat" or self.comm == "halo", f"{s}.comm",
                  f"{{{s}.comm}} {self.comm}: GAT gathers the halo rows themselves; it runs on the halo plan only")
+
+
+SCHEDULE_OPTIONS = {"lr_step": ("step",), "lr_gamma": ("step", "plateau"), "lr_min": ("cosine", "plateau"),
+                    "lr_patience": ("plateau",)}
+"""Each schedule option and the schedules that read it: another schedule refuses it when it is not its default."""
 
 
 @dataclass(frozen=True)

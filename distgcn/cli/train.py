@@ -71,6 +71,26 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="epochs, at most 99999999 (default: 200)")
     train.add_argument("--lr", type=non_negative_float, **field_options(TrainConfig, "lr"),
                        help="learning rate (default: 0.01)")
+    train.add_argument("--lr-schedule", **field_options(TrainConfig, "lr_schedule"),
+                       help="learning rate by epoch: constant, step (times --lr-gamma every --lr-step epochs), "
+                            "cosine (from --lr down to --lr-min over --epochs) or plateau (times --lr-gamma after "
+                            "more than --lr-patience epochs without a better watched metric) (docs/runtime.md; "
+                            "default: constant)")
+    train.add_argument("--lr-step", type=epochs_int, **field_options(TrainConfig, "lr_step"), metavar="N",
+                       help="--lr-schedule step: epochs between two decays")
+    train.add_argument("--lr-gamma", type=non_negative_float, **field_options(TrainConfig, "lr_gamma"),
+                       metavar="G", help="--lr-schedule step or plateau: the factor of each decay (default: 0.1)")
+    train.add_argument("--lr-min", type=non_negative_float, **field_options(TrainConfig, "lr_min"), metavar="LR",
+                       help="--lr-schedule cosine: the last rate; plateau: the lowest (default: 0)")
+    train.add_argument("--lr-patience", type=int, **field_options(TrainConfig, "lr_patience"), metavar="N",
+                       help="--lr-schedule plateau: decay after more than N epochs without a better watched "
+                            "metric (default: 10)")
+    train.add_argument("--keep-best", **field_options(TrainConfig, "keep_best"), metavar="METRIC",
+                       help="val_acc or val_loss: keep the weights of the epoch with the best value; --save-weights "
+                            "writes them and the summary names the epoch (default: the last epoch's weights)")
+    train.add_argument("--patience", type=epochs_int, **field_options(TrainConfig, "patience"), metavar="N",
+                       help="stop early after N epochs without a better watched metric (--keep-best's, else "
+                            "val_loss)")
     train.add_argument("--dropout", type=probability, **field_options(TrainConfig, "dropout"),
                        help="dropout probability (default: 0.5)")
     train.add_argument("--weight-decay", type=non_negative_float, **field_options(TrainConfig, "weight_decay"),
@@ -216,10 +236,20 @@ def _train(config: RunConfig, transport, threads: int, field_name) -> int:
     if transport.rank == 0:
         if outcome.history:
             print(_summary(outcome.history[-1], transport.size), flush=True)
+        if outcome.best_epoch is not None:
+            print(_kept(outcome, config.train.keep_best), flush=True)
         else:
             print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs} >= --epochs "
                   f"{config.train.epochs}; nothing left to train", flush=True)
     return 0
+
+
+def _kept(outcome, metric: str) -> str:
+    """The line that names the epoch whose weights were kept, with its accuracies where this run trained it."""
+    best = next((m for m in outcome.history if m["epoch"] == outcome.best_epoch), None)
+    scores = (f": val acc {best['val_acc']:.4f}  val loss {best['val_loss']:.4f}  test acc {best['test_acc']:.4f}"
+              if best is not None else " (trained before the resumed checkpoint)")
+    return f"kept the weights of epoch {outcome.best_epoch}, the best {metric}{scores}"
 
 
 def _summary(m: dict, ranks: int) -> str:

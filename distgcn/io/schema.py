@@ -239,13 +239,14 @@ SPLIT_KEYS = ("compute_s", "comm_wait_s", "allreduce_s")
 """The parts of an epoch's time on one rank; they add up to that rank's epoch_s."""
 SLOWEST_KEYS = tuple(f"slowest_{key}" for key in SPLIT_KEYS)
 """The slowest rank's own split of epoch_s (written since the report drew it; older files lack them)."""
-LATER_EPOCH_KEYS = ("comm_share", *SLOWEST_KEYS)
+LATER_EPOCH_KEYS = ("comm_share", *SLOWEST_KEYS, "val_loss", "lr")
 """Keys added to the epoch records after files were already written without them: optional when read."""
 EPOCH_RECORD = Obj({
     "epoch": Int(minimum=1),
     **{key: NUMBER for key in EPOCH_KEYS[1:]},
     "slowest_rank": Key(COUNT, False),
     **{key: Key(NUMBER, False) for key in LATER_EPOCH_KEYS},
+    "best_epoch": Key(Int(minimum=1), False),
     "run": Key(RUN_HEADER, False),
 })
 """One line of a metrics file (distgcn/io/metrics_log.py); the first also carries ``run``."""

@@ -26,6 +26,7 @@ from distgcn.comm.agreement import agree_on_config
 from distgcn.comm.collective import CollectiveInputError, agree
 from distgcn.comm.transport import Transport
 from distgcn.config import (
+    SCHEDULE_OPTIONS,
     ConfigError,
     MinibatchConfig,
     RunConfig,
@@ -75,6 +76,8 @@ class Outcome:
     """One metrics record per epoch trained by this run (identical on every rank)."""
     stopped_after: int | None
     """The epoch after which the scheduler's warning stopped training; None when it ran to the end."""
+    best_epoch: int | None = None
+    """With ``keep_best``: the epoch whose weights the trainer holds now and ``save_weights`` wrote."""
 
 
 def minibatch_config(sampler: str, batch_size: int, given: dict[str, Any], batches_per_epoch: int | None,
@@ -200,11 +203,20 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
                         f"stopped after epoch {epoch}, no {name_field('outputs.checkpoint_dir')}"
                     signals.report(signals.WARNING_SIGNAL, what=f"{kept}; the job stops")
                 return Outcome(trainer, shard, history, stopped_after=epoch)
+    if trainer.stopped_early:
+        epoch = trainer.completed_epochs
+        if directory is not None and outputs.checkpoint_every and saved_epoch != epoch:
+            checkpoint(epoch)  # a resumed run then finds nothing left to train
+        if history:
+            phase_note = (f"stopped early after epoch {epoch}: no better {trainer.selection.metric} for "
+                          f"{train.patience} epochs (best: epoch {trainer.selection.best_epoch})")
+            progress.info(phase_note)
     if root:
         writer.close()
+    best_epoch = trainer.use_best_weights()
     if outputs.save_weights:
         agreed(lambda: write_npz(Path(outputs.save_weights), WEIGHTS, *trainer.weights()) if root else None)
-    return Outcome(trainer, shard, history, stopped_after=None)
+    return Outcome(trainer, shard, history, stopped_after=None, best_epoch=best_epoch)
 
 
 def _worded(step: Callable[[], T], name_field: NameField) -> T:
@@ -276,6 +288,12 @@ def _run_header(config: RunConfig, shard: Shard, transport: Transport, threads: 
             "epochs": train.epochs, "seed": train.seed, "conv": train.conv, "first_layer": train.first_layer,
             "comm": train.comm, "halo_dtype": train.halo_dtype or train.dtype,
             "halo_window": train.halo_window, "threads": threads,
+            **({"selection": {"keep_best": train.keep_best, "watched": train.watched, "patience": train.patience}}
+               if train.watched is not None else {}),
+            **({"lr_schedule": {"name": train.lr_schedule, "lr": train.lr,
+                                **{name: getattr(train, name) for name, readers in SCHEDULE_OPTIONS.items()
+                                   if train.lr_schedule in readers}}}
+               if train.lr_schedule != "constant" else {}),
             "spmm_kernel": kernel, "backend": transport.backend, "distgcn_version": distgcn_version}
 
 

@@ -21,7 +21,6 @@ from distgcn.comm.counters import CommCounters
 from distgcn.comm.gradsync import GradientSync
 from distgcn.comm.named_allreduce import MAX, SUM, allreduce_named
 from distgcn.comm.transport import Transport
-from distgcn.config import DTYPES as DTYPE_NAMES
 from distgcn.config import MinibatchConfig, TrainConfig
 from distgcn.io.checkpoint import (
     capture_rng_states,
@@ -29,19 +28,17 @@ from distgcn.io.checkpoint import (
     restore_rng_states,
 )
 from distgcn.io.schema import SPLIT_KEYS
-from distgcn.kernels import Kernels, kernels_for
+from distgcn.kernels import Kernels
 from distgcn.kernels.kept_buffers import kept_between_epochs
-from distgcn.nn.model import LocalGraph
 from distgcn.nn.registry import model_class
-from distgcn.nn.sparse_input import SparseRows, sparse_pays_off
 from distgcn.runtime.faults import inject_faults
 from distgcn.shard.rank_shard import Shard
-from distgcn.spmm.broadcast import broadcast_plan
-from distgcn.spmm.halo import HALO_DTYPES, HaloExchanger, HaloPlan
 from distgcn.training.minibatch import SampledBatches
-from distgcn.training.steps import BatchSource, FullBatch, Step
+from distgcn.training.selection import Selection
+from distgcn.training.shard_model import DTYPES, ShardModel
+from distgcn.training.steps import BatchSource, FullBatch, Step, cross_entropies
 
-DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+__all__ = ["DTYPES", "Trainer", "TrainingDiverged", "make_optimizer"]
 
 
 class TrainingDiverged(RuntimeError):
@@ -61,7 +58,7 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
 
 
 EPOCH_REDUCTIONS = {
-    **dict.fromkeys(["loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages",
+    **dict.fromkeys(["loss", "val_loss", "train_hits", "val_hits", "test_hits", "halo_rows", "halo_bytes", "messages",
                      "comm_share"], SUM),
     **dict.fromkeys(["epoch_s", "compute_s", "comm_wait_s", "allreduce_s", "max_rank_halo_rows", "spmm_exchanges"],
                     MAX),
@@ -95,62 +92,32 @@ class Trainer:
         self.shard = shard
         self.transport = transport
         self.config = config
-        self.dtype = dtype = DTYPES[config.dtype]
-        self.counters = CommCounters()
-        device = transport.device
-        self.kernels = kernels_for(device, kernels)
-        if config.comm == "broadcast":
-            plan, halo_block = broadcast_plan(shard, transport, device)
-        else:
-            plan, halo_block = HaloPlan.from_shard(shard, device), shard.halo_block
-        total_sent = transport.allreduce([plan.rows_sent])[0]
-        exchanger = HaloExchanger(plan, transport, self.counters, exchanges=total_sent > 0,
-                                  wire_dtype=HALO_DTYPES[config.halo_dtype] if config.halo_dtype else None,
-                                  window=config.halo_window)
-        model = model_class(config.conv)
-        self.aggregation = model.aggregation(LocalGraph(shard.owned_block, halo_block, shard.global_ids,
-                                                        shard.halo_global_ids, exchanger, dtype, self.kernels))
-        """What the model aggregates with (:meth:`distgcn.nn.model.LayerStack.aggregation`): Â·H (GCN), D⁻¹A·H
-        (GraphSAGE), or the edges and halo rows (GAT); only that operator is built."""
-        features = torch.from_numpy(np.ascontiguousarray(shard.features)).to(device, dtype)
-        self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(device)
         self.masks = {
-            name: torch.from_numpy(np.asarray(mask, dtype=bool)).to(device)
+            name: torch.from_numpy(np.asarray(mask, dtype=bool)).to(transport.device)
             for name, mask in (("train", shard.train_mask), ("val", shard.val_mask), ("test", shard.test_mask))
         }
         counts = transport.allreduce([int(m.sum()) for m in self.masks.values()])
         self.global_counts = dict(zip(self.masks, (int(c) for c in counts)))
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
-        num_features = int(transport.allreduce([features.shape[1]], op="max")[0])
-        self.model = model.from_config(config, config.widths(num_features, shard.num_classes), dtype).to(device)
-        self.inputs = self._model_inputs(features)
+        self.net = ShardModel(shard, transport, config, kernels)
+        self.dtype, self.counters, self.kernels = self.net.dtype, self.net.counters, self.net.kernels
+        self.aggregation, self.model, self.inputs = self.net.aggregation, self.net.model, self.net.inputs
+        self.labels = torch.from_numpy(shard.labels.astype(np.int64)).to(transport.device)
         self.optimizer = make_optimizer(self.model.parameters(), config)
         self.grad_sync = GradientSync(self.model, transport, self.counters)
         self.completed_epochs = 0
         """Epochs already trained (by this run or the checkpoint it resumed from)."""
+        self.selection = Selection(config)
+        self.best_state: dict | None = None
+        """With ``keep_best``: a copy of the model's parameters after the best epoch so far."""
+        self.stopped_early = False
+        """Whether early stopping ended training before ``epochs`` (set when :meth:`epochs` ends)."""
+        self._val_rows = self.masks["val"].nonzero().squeeze(1)
         self.source: BatchSource = (
             FullBatch(self.inputs, self.aggregation, shard.global_ids, self.masks["train"], self.labels,
                       self.global_counts["train"]) if minibatch is None
             else SampledBatches(self, minibatch, on_presample))
-
-    @torch.no_grad()
-    def _model_inputs(self, features: torch.Tensor) -> torch.Tensor | SparseRows:
-        """What layer 0 reads: X, or Â·X computed here once (one exchange) when the first layer is cached.
-
-        Kept as sparse rows on the CPU when that is cheaper (:mod:`distgcn.nn.sparse_input`); every rank
-        decides alike from global counts, so all ranks take the same code path.
-        """
-        if self.config.first_layer == "cached":
-            features = self.aggregation(features)
-            self.counters.reset()  # a setup cost, not an epoch's traffic
-        if features.device.type != "cpu":
-            return features
-        out_width = self.model.first_output_width
-        nonzeros, entries = self.transport.allreduce([int(torch.count_nonzero(features)), features.numel()])
-        if not sparse_pays_off(int(nonzeros), int(entries), self.model.widths[0], out_width):
-            return features
-        return SparseRows(features.numpy(), self.shard.global_ids, features.dtype)
 
     def _forward(self, epoch: int) -> torch.Tensor:
         return self.model(self.inputs, self.aggregation, self.shard.global_ids, epoch)
@@ -172,41 +139,65 @@ class Trainer:
         return float(np.mean(losses)), self.source.epoch_metrics(losses)
 
     @torch.no_grad()
-    def correct_counts(self, epoch: int) -> dict[str, int]:
-        """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc."""
+    def evaluate(self, epoch: int) -> dict[str, float]:
+        """Correct predictions on this rank's train, val and test rows (dropout off), as train_hits etc., and
+        its share of the validation loss (the sum over its validation rows over the global count)."""
         self.model.eval()
-        predicted = self.kernels.predicted_classes(self._forward(epoch))
-        hits = predicted == self.labels
-        return {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
+        logits = self._forward(epoch)
+        hits = self.kernels.predicted_classes(logits) == self.labels
+        found: dict[str, float] = {f"{name}_hits": int((hits & mask).sum()) for name, mask in self.masks.items()}
+        val_count = self.global_counts["val"]
+        val_sum = cross_entropies(logits, self.labels[self._val_rows], self._val_rows).sum() if val_count else 0.0
+        found["val_loss"] = float(val_sum) / val_count if val_count else float("nan")
+        return found
 
-    @torch.no_grad()
     def layer_outputs(self) -> list[torch.Tensor]:
         """Every layer's output on this rank's rows with the current weights, dropout off (collective)."""
-        self.model.eval()
-        return self.model.layer_outputs(self.inputs, self.aggregation, self.shard.global_ids, self.completed_epochs)
+        return self.net.layer_outputs(self.completed_epochs)
 
     def epochs(self) -> Iterator[dict]:
         """Train, yielding one metrics record per epoch (identical on every rank).
 
         The epochs' large activations live in buffers kept from one epoch to the next
         (:mod:`distgcn.kernels.kept_buffers`), freed when the last epoch is done."""
+        self.stopped_early = False
         with kept_between_epochs():
             for epoch in range(self.completed_epochs + 1, self.config.epochs + 1):
+                if self.selection.should_stop():
+                    self.stopped_early = True
+                    return
+                lr = self.selection.learning_rate(epoch)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
                 self.counters.reset()
                 start = time.perf_counter()
                 loss_share, source_metrics = self.train_epoch(epoch)
-                correct = self.correct_counts(epoch)
+                evaluated = self.evaluate(epoch)
                 epoch_s = time.perf_counter() - start
-                record = {**self._reduce_metrics(epoch, loss_share, correct, epoch_s), **source_metrics}
+                record = {**self._reduce_metrics(epoch, loss_share, evaluated, epoch_s), **source_metrics, "lr": lr}
                 if not math.isfinite(record["loss"]):
                     raise TrainingDiverged(epoch, record["loss"])
                 self.completed_epochs = epoch
+                if self.selection.observe(record) and self.config.keep_best is not None:
+                    self.best_state = {name: value.detach().clone() for name, value in
+                                       self.model.state_dict().items()}
+                if self.selection.best_epoch is not None:
+                    record["best_epoch"] = self.selection.best_epoch
                 yield record
+            self.stopped_early = self.selection.should_stop() and self.completed_epochs < self.config.epochs
 
-    def _reduce_metrics(self, epoch: int, loss_share: float, correct: dict[str, int], epoch_s: float) -> dict:
+    def use_best_weights(self) -> int | None:
+        """With ``keep_best``: put the best epoch's weights into the model (after its last checkpoint) and return
+        that epoch; None without ``keep_best`` or before any epoch."""
+        if self.config.keep_best is None or self.best_state is None:
+            return None
+        self.model.load_state_dict(self.best_state)
+        return self.selection.best_epoch
+
+    def _reduce_metrics(self, epoch: int, loss_share: float, evaluated: dict[str, float], epoch_s: float) -> dict:
         """The epoch's record: this rank's measurements combined over ranks by EPOCH_REDUCTIONS (collective)."""
         c = self.counters
-        local = {"loss": loss_share, **correct, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
+        local = {"loss": loss_share, **evaluated, "halo_rows": c.halo_rows, "halo_bytes": c.halo_bytes,
                  "messages": c.messages, "epoch_s": epoch_s, "compute_s": epoch_s - c.comm_wait_s - c.allreduce_s,
                  "comm_wait_s": c.comm_wait_s, "allreduce_s": c.allreduce_s, "max_rank_halo_rows": c.halo_rows,
                  "spmm_exchanges": c.spmm_exchanges, "comm_share": rank_comm_share(c, epoch_s)}
@@ -224,6 +215,7 @@ class Trainer:
 
         return {"epoch": epoch, "loss": total["loss"],
                 **{f"{name}_acc": accuracy(name) for name in ("train", "val", "test")},
+                "val_loss": total["val_loss"] if counts["val"] else float("nan"),
                 **{key: total[key] for key in ("epoch_s", *SPLIT_KEYS)},
                 "comm_share": total["comm_share"] / self.transport.size,
                 **{key: int(total[key]) for key in ("halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
@@ -241,13 +233,18 @@ class Trainer:
                            **({"first_layer": c.first_layer} if c.first_layer != "exact" else {}),
                            **({"halo_dtype": c.halo_dtype} if c.halo_dtype not in (None, c.dtype) else {}),
                            **model_class(c.conv).identity(c),
+                           **self.selection.identity(),
                            **self.source.identity()},
                           sort_keys=True)
 
     def state_dict(self) -> dict:
         """What a checkpoint holds: identical on every rank, since the weights are replicated."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "completed_epochs": self.completed_epochs, "rng": capture_rng_states()}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "completed_epochs": self.completed_epochs, "rng": capture_rng_states(),
+                 "selection": self.selection.state_dict()}
+        if self.best_state is not None:
+            state["best_model"] = self.best_state
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`'s output; ValueError (or torch's error) where it does not fit this model."""
@@ -256,6 +253,14 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.completed_epochs = int(state["completed_epochs"])
         restore_rng_states(state["rng"])
+        self.selection.load_state_dict(state.get("selection"))
+        best = state.get("best_model") if self.config.keep_best is not None else None
+        if best is not None and self.selection.best_epoch is not None:
+            self.model.load_state_dict(best)  # checked against this model; the last epoch's weights are put back
+            self.model.load_state_dict(state["model"])
+            self.best_state = best
+        elif self.config.keep_best is not None:
+            self.selection.restart()  # the checkpoint kept no weights to go with its best epoch
 
     def weights(self) -> list[np.ndarray]:
         """Current parameters (identical on every rank), weights then biases."""

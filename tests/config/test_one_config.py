@@ -258,6 +258,8 @@ def other_value(path: str, declared: dict[str, Any]) -> Any:
         return f"somewhere/{path}"
     if path.endswith(("dropout", "shp_epsilon", "shp_delta")):
         return 0.25
+    if path.endswith("lr_min"):
+        return 0.005  # half of 0 is 0, and the floor must stay below --lr
     if choices:
         return next(choice for choice in choices if choice != default)
     if isinstance(default, bool):
@@ -269,6 +271,12 @@ def other_value(path: str, declared: dict[str, Any]) -> Any:
     return 3  # None: a count
 
 
+SCHEDULE_PARTNERS = {"train.lr_schedule": {"lr_step": 5}, "train.lr_step": {"lr_schedule": "step"},
+                     "train.lr_gamma": {"lr_schedule": "plateau"}, "train.lr_min": {"lr_schedule": "cosine"},
+                     "train.lr_patience": {"lr_schedule": "plateau"}}
+"""The schedule options, each with a schedule that reads it (another refuses it)."""
+
+
 @pytest.mark.parametrize("path", [path for path in TRAIN_FIELDS if not path.startswith("minibatch.")])
 def test_each_setting_reaches_its_field_through_the_one_builder(path):
     """A setting given by its field's name (as the flag's dest and the keyword name it) lands in that field."""
@@ -276,6 +284,7 @@ def test_each_setting_reaches_its_field_through_the_one_builder(path):
 
     value = other_value(path, TRAIN_FIELDS[path])
     settings = {"checkpoint_dir": "c", "resume": True} if path.startswith("outputs.") else {}
+    settings |= SCHEDULE_PARTNERS.get(path, {})
     settings[dest_of(path)] = value
     try:
         config = RunConfig.from_settings(settings)
