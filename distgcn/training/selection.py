@@ -66,11 +66,9 @@ class Selection:
         if self.metric is None:
             return False
         value, s = float(record[self.metric]), self.state
-        if math.isnan(value):
-            raise ValueError(f"{self.metric} is NaN at epoch {record['epoch']}: the graph has no validation "
-                             "vertices to select on")
-        better = s.best_value is None or (value > s.best_value if HIGHER_IS_BETTER[self.metric]
-                                          else value < s.best_value)
+        # NaN (an overflowing loss) is never better, so it neither becomes nor displaces the best
+        better = not math.isnan(value) and (s.best_value is None or (
+            value > s.best_value if HIGHER_IS_BETTER[self.metric] else value < s.best_value))
         if better:
             s.best_value, s.best_epoch, s.since_best, s.since_decay = value, int(record["epoch"]), 0, 0
         else:

@@ -21,7 +21,7 @@ from distgcn.comm.counters import CommCounters
 from distgcn.comm.gradsync import GradientSync
 from distgcn.comm.named_allreduce import MAX, SUM, allreduce_named
 from distgcn.comm.transport import Transport
-from distgcn.config import MinibatchConfig, TrainConfig
+from distgcn.config import ConfigError, MinibatchConfig, TrainConfig
 from distgcn.io.checkpoint import (
     capture_rng_states,
     check_optimizer_state,
@@ -100,6 +100,10 @@ class Trainer:
         self.global_counts = dict(zip(self.masks, (int(c) for c in counts)))
         if self.global_counts["train"] == 0:
             raise ValueError("no training vertices in the graph")
+        if config.watched is not None and self.global_counts["val"] == 0:
+            flag = "train.keep_best" if config.keep_best else "train.patience" if config.patience else \
+                "train.lr_schedule"
+            raise ConfigError(flag, f"{{{flag}}} watches {config.watched}, but the graph has no validation vertices")
         self.net = ShardModel(shard, transport, config, kernels)
         self.dtype, self.counters, self.kernels = self.net.dtype, self.net.counters, self.net.kernels
         self.aggregation, self.model, self.inputs = self.net.aggregation, self.net.model, self.net.inputs
