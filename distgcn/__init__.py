@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-_API = ("GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx", "from_pyg",
-        "from_scipy", "load_graph", "partition", "to_networkx", "to_scipy", "train")
+_API = ("GraphOptions", "Partition", "RankOutputs", "SavedWeights", "TrainResult", "VertexRows", "default_transport",
+        "from_networkx", "from_pyg", "from_scipy", "load_graph", "load_weights", "partition", "predict", "to_networkx",
+        "to_scipy", "train")
 
 __all__ = list(_API)
 

@@ -20,8 +20,11 @@ import scipy.sparse as sp
 
 from distgcn.config import (
     VERTEX_ORDER,
+    ComputeConfig,
     PartitionConfig,
+    PredictConfig,
     RunConfig,
+    SourceConfig,
     default_of,
     leaf_fields,
 )
@@ -36,15 +39,17 @@ from distgcn.data.interop import (
 )
 from distgcn.data.prepare import GraphOptions, prepare_graph, prepare_loaded_graph
 from distgcn.errors import InputError
-from distgcn.training.results import TrainResult, VertexRows
+from distgcn.io.weights import SavedWeights, read_weights
+from distgcn.training.results import RankOutputs, TrainResult, VertexRows
 from distgcn.training.settings import SAMPLER_OPTION_NAMES
 
 if TYPE_CHECKING:
     from distgcn.comm.transport import Transport
     from distgcn.shard.rank_shard import Shard
 
-__all__ = ["GraphOptions", "Partition", "TrainResult", "VertexRows", "default_transport", "from_networkx",
-           "from_pyg", "from_scipy", "load_graph", "partition", "to_networkx", "to_scipy", "train"]
+__all__ = ["GraphOptions", "Partition", "RankOutputs", "SavedWeights", "TrainResult", "VertexRows",
+           "default_transport", "from_networkx", "from_pyg", "from_scipy", "load_graph", "load_weights", "partition",
+           "predict", "to_networkx", "to_scipy", "train"]
 
 GraphSource = Graph | str | Path | GraphOptions
 """A Graph in memory, a PyTorch Geometric ``Data`` (read by :func:`from_pyg`), a spec as
@@ -267,11 +272,60 @@ def train(source: GraphSource | Partition | None = None, *, config: RunConfig | 
         raise InputError(str(exc)) from None
     finally:
         torch.set_num_threads(previous_threads)
-    shard = outcome.shard
-    by_id = np.argsort(shard.global_ids, kind="stable")  # a shard's rows are in its local (e.g. RCM) order
-    return TrainResult(history=outcome.history, weights=outcome.trainer.weights(), ids=shard.global_ids[by_id],
-                       layer_outputs=[o[by_id] for o in outputs], rank=transport.rank, size=transport.size,
-                       transport=transport)
+    ordered = RankOutputs.of(outcome.shard.global_ids, outputs, transport)
+    return TrainResult(**vars(ordered), history=outcome.history, weights=outcome.trainer.weights())
+
+
+def load_weights(path: str | Path) -> SavedWeights:
+    """Read a weights file of ``train --save-weights`` (or ``train(save_weights=...)``): the record of its model
+    (``record``: layer type, widths, epoch, how the graph was read, distgcn version) and its parameters.
+    A file that is not one, or records no model distgcn builds, raises InputError naming it."""
+    return read_weights(path)
+
+
+def predict(source: GraphSource | Partition | None, weights: SavedWeights | str | Path, *,
+            partition_model: str = default_of(PredictConfig, "partition"), seed: int = default_of(PredictConfig, "seed"),
+            symmetrize: bool | None = None, feature_norm: str | None = None,
+            halo_window: int | None = default_of(PredictConfig, "halo_window"),
+            spmm_kernel: str = default_of(ComputeConfig, "spmm_kernel"), threads: int | None = None,
+            transport: Transport | None = None) -> RankOutputs:
+    """Every vertex's outputs with saved weights, as ``distgcn predict`` computes them; collective under mpiexec.
+
+    ``source``: a partition directory, a :class:`Partition` with as many parts as ranks, or a graph (rank 0
+    partitions it with ``partition_model`` and ``seed``; read as the weights file records training read it, unless
+    ``symmetrize`` or ``feature_norm`` are given). ``weights``: :func:`load_weights`' result or a path. The result's
+    ``predict()``, ``embeddings(layer)`` and ``export(path)`` are :class:`TrainResult`'s; with the weights a
+    training process ended with (or kept), on the same shards and ranks, they equal its own bit for bit.
+    """
+    import torch
+
+    from distgcn.comm.collective import CollectiveInputError, agree
+    from distgcn.runtime.progress import QUIET, Progress
+    from distgcn.training.prediction import own_shard
+    from distgcn.training.prediction import predict as predict_on_rank
+
+    transport = transport if transport is not None else default_transport()
+    previous_threads = torch.get_num_threads()
+    progress = Progress(QUIET)
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        saved = weights if isinstance(weights, SavedWeights) else agree(transport, lambda: read_weights(weights))
+        if isinstance(source, (str, Path)):
+            settings = PredictConfig(source=str(source), weights=str(saved.path), out="", partition=partition_model,
+                                     seed=seed, symmetrize=symmetrize, feature_norm=feature_norm,
+                                     halo_window=halo_window)
+            shard = own_shard(settings, saved, transport, progress)
+        else:  # in memory (a Graph, GraphOptions, a Partition), or None on ranks other than 0
+            norm = feature_norm or (saved.record.get("graph") or {}).get("feature_norm", "row")
+            shard = _own_shard(source, transport, RunConfig(source=SourceConfig(partition=partition_model,
+                                                                                feature_norm=norm)), seed=seed)
+        return predict_on_rank(saved, saved.config(halo_window=halo_window), transport, shard, spmm_kernel,
+                               progress)
+    except CollectiveInputError as exc:
+        raise InputError(str(exc)) from None
+    finally:
+        torch.set_num_threads(previous_threads)
 
 
 _signature(partition, PARTITION_KEYWORDS)
@@ -323,8 +377,10 @@ def _prepare(source: GraphSource, feature_norm: str, seed: int) -> tuple[Graph, 
     return graph, a_hat, graph_source(options)
 
 
-def _own_shard(source: GraphSource | Partition | None, transport: Transport, config: RunConfig) -> Shard:
-    """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which)."""
+def _own_shard(source: GraphSource | Partition | None, transport: Transport, config: RunConfig,
+               seed: int | None = None) -> Shard:
+    """This rank's shard: read from a partition directory, or cut on rank 0 and sent (rank 0 decides which).
+    ``seed`` seeds rank 0's partitioner (None: the training seed)."""
     from distgcn.comm.collective import agree
     from distgcn.shard.directory import META_FILE
     from distgcn.shard.distribute import load_own_shard
@@ -351,7 +407,8 @@ def _own_shard(source: GraphSource | Partition | None, transport: Transport, con
             return source.graph, source.a_hat, source.parts
         split = partition(source, config=PartitionConfig(
             parts=transport.size, feature_norm=config.source.feature_norm,
-            partitioning=startup_partitioning(config.source.partition, config.train.seed)))
+            partitioning=startup_partitioning(config.source.partition,
+                                              config.train.seed if seed is None else seed)))
         return split.graph, split.a_hat, split.parts
 
     return cut_and_scatter(transport, agree(transport, on_root), config.source.vertex_order or VERTEX_ORDER)

@@ -177,6 +177,14 @@ def check_seed(section: str, value: Any) -> None:
              f"got {value!r}")
 
 
+def check_halo_window(section: str, value: Any) -> None:
+    """Refuse a halo window that is not None (the whole halo) or an integer >= 2 (ConfigError naming it)."""
+    if value is not None:
+        _require(_is_int(value) and 2 <= value <= COUNT_MAX, f"{section}.halo_window",
+                 f"{{{section}.halo_window}}: expected an integer >= 2 (one round in flight while another is "
+                 f"multiplied) or all, got {value!r}")
+
+
 def _non_negative(section: str, name: str, value: Any) -> None:
     _require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0,
              f"{section}.{name}", f"{{{section}.{name}}}: expected a number >= 0, got {value!r}")
@@ -219,10 +227,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         s = self.SECTION
         _choice(s, "conv", self.conv, CONVS)
-        if self.halo_window is not None:
-            _require(_is_int(self.halo_window) and 2 <= self.halo_window <= COUNT_MAX, f"{s}.halo_window",
-                     f"{{{s}.halo_window}}: expected an integer >= 2 (one round in flight while another is "
-                     f"multiplied) or all, got {self.halo_window!r}")
+        check_halo_window(s, self.halo_window)
         _positive(s, "heads", self.heads)
         _positive(s, "output_heads", self.output_heads)
         if self.attention_dropout is not None:
@@ -623,3 +628,43 @@ class PartitionConfig:
         if given.shp_delta is not None:
             _require(isinstance(given.shp_delta, (int, float)) and 0 < given.shp_delta < 1, f"{s}.shp_delta",
                      f"{{{s}.shp_delta}}: expected a probability in (0, 1), got {given.shp_delta!r}")
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """Everything ``distgcn predict`` needs: where the shards come from, the weights file, and what to write.
+
+    The model is the weights file's own (distgcn/io/weights.py); a graph is read as its record says training read
+    it, unless ``symmetrize`` or ``feature_norm`` say otherwise (predicting on another graph).
+    """
+
+    SECTION = "predict"
+    source: str
+    """A partition directory, or a graph file or directory, or synthetic:... (rank 0 partitions it)."""
+    weights: str
+    out: str
+    """The ``.npz`` to write (rank 0), or with ``per_rank`` a directory of one file per rank."""
+    partition: str = _one_of(DEFAULT_PARTITION_MODEL, TRAIN_PARTITIONS)
+    """How rank 0 partitions a graph (one of TRAIN_PARTITIONS)."""
+    seed: int = 0
+    """Seeds the partitioner of a graph."""
+    symmetrize: bool | None = None
+    """None: as the weights file records the trained graph was read."""
+    feature_norm: str | None = _one_of(None, FEATURE_NORMS)
+    """None: as the weights file records."""
+    halo_window: int | None = default_of(ModelConfig, "halo_window")
+    layer: int | None = None
+    """Which layer's output goes in ``embeddings`` (1..layers); None: the last hidden layer."""
+    all_layers: bool = False
+    """Also write every layer's output (``layer_1`` … ``layer_L``)."""
+    per_rank: bool = False
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
+
+    def __post_init__(self) -> None:
+        s = self.SECTION
+        _choice(s, "partition", self.partition, TRAIN_PARTITIONS)
+        check_seed(s, self.seed)
+        _choice(s, "feature_norm", self.feature_norm, FEATURE_NORMS, optional=True)
+        _positive(s, "layer", self.layer, optional=True, maximum=LAYERS_MAX)
+        check_halo_window(s, self.halo_window)

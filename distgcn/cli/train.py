@@ -236,11 +236,14 @@ def _train(config: RunConfig, transport, threads: int, field_name) -> int:
     if transport.rank == 0:
         if outcome.history:
             print(_summary(outcome.history[-1], transport.size), flush=True)
-        if outcome.best_epoch is not None:
-            print(_kept(outcome, config.train.keep_best), flush=True)
+        elif outcome.trainer.stopped_early:
+            print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs}, where early stopping "
+                  f"(--patience {config.train.patience}) ended training; nothing left to train", flush=True)
         else:
             print(f"done: the checkpoint is at epoch {outcome.trainer.completed_epochs} >= --epochs "
                   f"{config.train.epochs}; nothing left to train", flush=True)
+        if outcome.best_epoch is not None:
+            print(_kept(outcome, config.train.keep_best), flush=True)
     return 0
 
 

@@ -44,14 +44,15 @@ from distgcn.io.checkpoint import (
     save_checkpoint,
 )
 from distgcn.io.metrics_log import MetricsWriter, format_epoch, format_epoch_detail
-from distgcn.io.safe_io import METRICS, WEIGHTS, check_target, claimed, write_npz
+from distgcn.io.safe_io import METRICS, WEIGHTS, check_target, claimed
+from distgcn.io.weights import model_record, write_weights
 from distgcn.kernels import Kernels, kernels_for
 from distgcn.memory import prediction as memory
 from distgcn.partitioning.models import GIL_HOLDING_MODELS
 from distgcn.runtime import signals
 from distgcn.runtime.progress import Progress
 from distgcn.runtime.threads import available_cores
-from distgcn.shard.directory import read_meta
+from distgcn.shard.directory import graph_source, read_meta
 from distgcn.shard.distribute import load_own_shard
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.scatter import build_and_scatter, startup_partitioning
@@ -122,7 +123,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
 
     with ExitStack() as held:
         agree(transport, lambda: claim(held) if root else None)
-        directory = agree(transport, lambda: _worded(lambda: checkpoint_dir(
+        directory = agree(transport, lambda: worded(lambda: checkpoint_dir(
             outputs.checkpoint_dir, resume=outputs.resume, owner=root), name_field)) if outputs.checkpoint_dir else None
         return _run(config, transport, threads, shard_source, name_field, directory)
 
@@ -130,7 +131,7 @@ def run(config: RunConfig, transport: Transport, threads: int, shard_source: Sha
 def _run(config: RunConfig, transport: Transport, threads: int, shard_source: ShardSource, name_field: NameField,
          directory: Path | None) -> Outcome:
     def agreed(step: Callable[[], T]) -> T:
-        return agree(transport, lambda: _worded(step, name_field))
+        return agree(transport, lambda: worded(step, name_field))
 
     outputs, train = config.outputs, config.train
     kernels = agreed(lambda: kernels_for(transport.device, config.compute.spmm_kernel))
@@ -215,11 +216,28 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         writer.close()
     best_epoch = trainer.use_best_weights()
     if outputs.save_weights:
-        agreed(lambda: write_npz(Path(outputs.save_weights), WEIGHTS, *trainer.weights()) if root else None)
+        record = model_record(train, trainer.model.widths, best_epoch or trainer.completed_epochs,
+                              f"best {train.keep_best}" if best_epoch is not None else "last",
+                              _graph_read(config, shard))
+        agreed(lambda: write_weights(Path(outputs.save_weights), trainer.weights(), record) if root else None)
     return Outcome(trainer, shard, history, stopped_after=None, best_epoch=best_epoch)
 
 
-def _worded(step: Callable[[], T], name_field: NameField) -> T:
+def _graph_read(config: RunConfig, shard: Shard) -> dict:
+    """How the trained graph was read (meta.json's ``graph`` object, with its fingerprint), for a weights file."""
+    source = config.source
+    if source.partition_dir is not None:
+        graph = dict(read_meta(Path(source.partition_dir)).get("graph", {}))
+    elif source.graph is not None:
+        graph = graph_source(GraphOptions(spec=source.graph, symmetrize=source.symmetrize, features=source.features,
+                                          classes=source.classes, seed=config.train.seed,
+                                          feature_norm=source.feature_norm))
+    else:
+        graph = {"spec": None}
+    return {**graph, "fingerprint": shard.graph_fingerprint}
+
+
+def worded(step: Callable[[], T], name_field: NameField) -> T:
     """Run ``step``; a refused setting is worded for the user, and a ValueError (a setting the code
     refuses) becomes an InputError."""
     try:

@@ -1,4 +1,5 @@
-"""What :func:`distgcn.api.train` returns: metrics, weights, and this rank's predictions and embeddings.
+"""What :func:`distgcn.api.train` and :func:`distgcn.api.predict` return: this rank's predictions and
+embeddings (and, after training, the metrics and weights).
 
 Each rank holds the outputs of its own rows only (that is the point of
 distributing them); :meth:`TrainResult.export` writes them one file per rank,
@@ -49,20 +50,23 @@ class VertexRows:
 
 
 @dataclass
-class TrainResult:
-    """One rank's view of a finished training run (the weights and history are the same on every rank)."""
+class RankOutputs:
+    """Every layer's output on this rank's rows, from one model's weights: predictions, embeddings, export."""
 
-    history: list[dict]
-    """One record per epoch trained, with the keys of ``--metrics`` (docs/runtime.md)."""
-    weights: list[np.ndarray]
-    """Weights of each layer, then biases of each layer, as ``--save-weights`` writes them."""
     ids: np.ndarray
     """int64 [n_owned]: global ids of this rank's rows, increasing."""
     layer_outputs: list[np.ndarray]
-    """Output of each layer on this rank's rows after the last epoch, dropout off; the last are the logits."""
+    """Output of each layer on this rank's rows, dropout off; the last are the logits."""
     rank: int
     size: int
     transport: Transport = field(repr=False)
+
+    @classmethod
+    def of(cls, global_ids: np.ndarray, outputs: list[np.ndarray], transport: Transport) -> RankOutputs:
+        """A shard's layer outputs (rows in its local order, e.g. RCM) in increasing id order."""
+        by_id = np.argsort(global_ids, kind="stable")
+        return cls(ids=global_ids[by_id], layer_outputs=[o[by_id] for o in outputs], rank=transport.rank,
+                   size=transport.size, transport=transport)
 
     @property
     def layers(self) -> int:
@@ -82,17 +86,21 @@ class TrainResult:
             raise InputError(f"layer must be 1..{self.layers}, got {layer!r}")
         return VertexRows(self.ids, self.layer_outputs[layer - 1])
 
-    def export(self, path: str | Path, *, gather: bool = True, layer: int | None = None) -> Path | None:
+    def export(self, path: str | Path, *, gather: bool = True, layer: int | None = None,
+               all_layers: bool = False) -> Path | None:
         """Write ids, predictions, logits and one layer's embeddings as ``.npz`` (collective: call on every rank).
 
         ``gather=True``: rank 0 writes the file ``path`` with all vertices in
         increasing id order and returns it; other ranks return None.
         ``gather=False``: ``path`` is a directory (created); each rank writes
         ``rank-RRRRR.npz`` with its own rows and returns that file's path.
+        ``all_layers``: also every layer's output, as ``layer_1`` … ``layer_L``.
         """
         arrays = {"ids": self.ids, "predictions": self.predict().values, "logits": self.layer_outputs[-1],
                   "embeddings": self.embeddings(layer).values,
                   "embedding_layer": np.array(self.layers - 1 if layer is None else layer)}
+        if all_layers:
+            arrays |= {f"layer_{k}": output for k, output in enumerate(self.layer_outputs, 1)}
         if not gather:
             directory = Path(path)
 
@@ -109,6 +117,18 @@ class TrainResult:
         gathered = {key: np.concatenate([p[key] for p in pieces])[order] for key in arrays if key != "embedding_layer"}
         gathered["embedding_layer"] = arrays["embedding_layer"]
         return on_every_rank(self.transport, lambda: _save(Path(path), gathered))
+
+
+@dataclass
+class TrainResult(RankOutputs):
+    """One rank's view of a finished training run (the weights and history are the same on every rank).
+
+    Its outputs are those of the weights it ends with: the last epoch's, or with ``keep_best`` the best one's."""
+
+    history: list[dict] = field(default_factory=list)
+    """One record per epoch trained, with the keys of ``--metrics`` (docs/runtime.md)."""
+    weights: list[np.ndarray] = field(default_factory=list)
+    """Weights of each layer, then biases of each layer, as ``--save-weights`` writes them."""
 
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> Path:

@@ -20,7 +20,7 @@ from conftest import ROOT
 import distgcn
 from distgcn import api
 from distgcn.cli.main import build_parser
-from distgcn.config import PartitionConfig, RunConfig, leaf_fields
+from distgcn.config import PartitionConfig, PredictConfig, RunConfig, leaf_fields
 from distgcn.data.prepare import GraphOptions
 from distgcn.sampling.reference.samplers import SAMPLERS, FrontierSampler
 from distgcn.training.settings import SAMPLER_OPTION_NAMES
@@ -103,6 +103,7 @@ def _same(text: str, value: Any) -> bool:
 
 TRAIN_FIELDS = expanded_fields(RunConfig)
 PARTITION_FIELDS = expanded_fields(PartitionConfig)
+PREDICT_FIELDS = expanded_fields(PredictConfig)
 
 
 def test_the_sections_are_walked_and_the_samplers_options_taken_apart():
@@ -115,7 +116,8 @@ def test_the_sections_are_walked_and_the_samplers_options_taken_apart():
     assert PARTITION_FIELDS["partitioning.vertex_weight"]["choices"] == ("nonzeros", "work")
 
 
-@pytest.mark.parametrize("name, fields", [("train", TRAIN_FIELDS), ("partition", PARTITION_FIELDS)])
+@pytest.mark.parametrize("name, fields", [("train", TRAIN_FIELDS), ("partition", PARTITION_FIELDS),
+                                          ("predict", PREDICT_FIELDS)])
 def test_every_field_is_one_option_with_its_default_and_choices(name, fields):
     assert cli_problems(command(name), fields) == []
 

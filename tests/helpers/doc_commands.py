@@ -58,7 +58,10 @@ class Shown:
 
 
 def shell_blocks(text: str) -> list[str]:
-    return re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", text, re.S)
+    """The fenced blocks that are shell (unlabelled, bash, sh, shell, console): each fence opens and closes one
+    block, so the text between two other blocks (python) is never read as one."""
+    return [body for language, body in re.findall(r"```(\w*)\n(.*?)```", text, re.S)
+            if language in ("", "bash", "sh", "shell", "console")]
 
 
 def shown_commands() -> Iterator[Shown]:
@@ -155,6 +158,6 @@ def shrink(args: list[str], workdir: Path) -> list[str]:
     if "--graph" in args:
         where = args.index("--graph") + 1
         args[where] = small_graph(args[where], workdir)
-    if args[0] == "partition":
+    if args[0] in ("partition", "predict") and not Path(workdir / args[1], "meta.json").is_file():
         args[1] = small_graph(args[1], workdir)
     return args

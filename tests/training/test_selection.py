@@ -104,6 +104,10 @@ def test_resuming_an_early_stopped_run_trains_nothing(tmp_path):
     shutil.copy(tmp_path / "first.jsonl", tmp_path / "again.jsonl")
     again, again_kept = cora_run(tmp_path, flags, 1, "again", ["--checkpoint-dir", str(checkpoints), "--resume"])
     assert again == records
+    done = distgcn_in_process(["train", "--graph", str(dataset("cora_planetoid")), "--partition", "random",
+                               "--dtype", "float64", "--epochs", str(EPOCHS), "--seed", str(SEED), "--hidden", "8",
+                               "--lr", "0.02", *flags, "--checkpoint-dir", str(checkpoints), "--resume"])
+    assert f"where early stopping (--patience 6) ended training; nothing left to train" in done.stdout, done.stdout
     for a, b in zip(again_kept, kept, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -115,6 +119,7 @@ def test_the_summary_names_the_kept_epoch_and_the_stop(tmp_path):
     records_best = [line for line in done.stdout.splitlines() if line.startswith("kept the weights of epoch ")]
     assert len(records_best) == 1 and "the best val_acc" in records_best[0]
     assert "stopped early after epoch" in done.stdout + done.stderr
+    assert "nothing left to train" not in done.stdout
 
 
 @pytest.mark.parametrize(("flags", "message"), [
