@@ -464,6 +464,23 @@ def test_bad_metrics_files_are_one_line_errors(tmp_path, capsys, content, messag
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where, value, message", [
+    ("node", {"threads_per_rank": "x"}, 'field run.node.threads_per_rank: expected an integer >= 1, got "x"'),
+    ("node", {"load_average": -1}, "field run.node.load_average: expected a number >= 0 or null, got -1"),
+    ("node", {"busy": "yes"}, 'field run.node.busy: expected true or false or null, got "yes"'),
+    ("run", {"widths": [8, "x"]}, 'field run.widths[1]: expected an integer >= 1, got "x"'),
+    ("epoch", {"resumed_after": "2"}, 'field resumed_after: expected an integer >= 1, got "2"'),
+])
+def test_what_the_report_reads_of_a_header_is_checked(tmp_path, capsys, where, value, message):
+    """The keys the report reads for contention, labels and resumes: a bad one is a one-line error, no traceback."""
+    path = write_metrics(tmp_path / "m.jsonl", 10.0, ranks=2, model="random", cores=2,
+                         node=value if where == "node" else None, run=value if where == "run" else None,
+                         extra={1: value} if where == "epoch" else None)
+    assert report([str(path)], tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+
+
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert report([str(tmp_path / "missing.jsonl")], tmp_path / "out") == 2
     assert "no such metrics file or partition directory" in capsys.readouterr().err
