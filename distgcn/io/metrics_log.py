@@ -56,10 +56,12 @@ class MetricsWriter:
                  restart: bool = False):
         """``resume_after=E``: a resumed run keeps the file's records of epochs 1..E and appends after them,
         once the file is shown to be this run's (:func:`continued_records`); ``restart``: it starts a new
-        file after epoch E instead, whose header records ``resumed_after``."""
+        file after epoch E instead, whose header records ``resumed_after``. Either way the first record this
+        run writes (epoch E + 1) carries ``resumed_after: E``, so that a report marks where each resume began."""
         self._path = None if path is None else check_target(Path(path), METRICS)
         self._file: IO[bytes] | None = None
         self._run = run
+        self._resumed = resume_after if resume_after else None
         self._kept: list[str] = []
         if self._path is None or resume_after is None:
             return
@@ -76,6 +78,9 @@ class MetricsWriter:
         if self._run is not None:  # on the first line only, beside (never instead of) the epoch keys
             record = {**record, "run": self._run}
             self._run = None
+        if self._resumed is not None:  # on this run's first record only
+            record = {**record, "resumed_after": self._resumed}
+            self._resumed = None
         line = (json.dumps(_finite(record), allow_nan=False) + "\n").encode()
         if self._file is None:
             self._file = start_growing_file(self._path, METRICS, "".join(self._kept).encode() + line)

@@ -226,12 +226,31 @@ HEX64 = Str(r"[0-9a-f]{64}", "a SHA-256 (64 hex digits)")
 COUNT = Int(minimum=0)
 NUMBER = Float(nullable=True)
 """A measured number: null where the writer met a non-finite value."""
+LOAD = Float(minimum=0, nullable=True)
+"""A load average, or the part of one left to other processes: null where the system keeps none."""
+NODE = Obj({
+    "ranks": Key(Int(minimum=1), False),
+    "cores": Key(Int(minimum=1), False),
+    "device": Key(Str(), False),
+    "threads_per_rank": Key(Int(minimum=1), False),
+    "load_average": Key(LOAD, False),
+    "other_load": Key(LOAD, False),
+    "oversubscribed": Key(Bool(nullable=True), False),
+    "busy": Key(Bool(nullable=True), False),
+}, nullable=True)
+"""The run header's ``node``: rank 0's node and the contention verdicts (distgcn/training/soundness.py)."""
 RUN_HEADER = Obj({
     "ranks": Key(Int(minimum=1), False),
     "partition_model": Key(Str(nullable=True), False),
     "graph": Key(Obj({"name": Key(Str(nullable=True), False), "spec": Key(Str(nullable=True), False),
-                      "fingerprint": Key(Str(nullable=True), False)}, nullable=True), False),
+                      "fingerprint": Key(Str(nullable=True), False),
+                      "random_labels": Key(Bool(nullable=True), False)}, nullable=True), False),
+    "widths": Key(List(Int(minimum=1)), False),
+    "threads": Key(Int(minimum=1), False),
+    "resumed_after": Key(COUNT, False),
+    "node": Key(NODE, False),
 })
+"""The keys of the run header that readers use (report, resume): others are allowed and not read."""
 EPOCH_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_s", "compute_s", "comm_wait_s",
               "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows", "spmm_exchanges")
 """The keys of every epoch record (distgcn/training/trainer.py's metrics)."""
@@ -247,6 +266,7 @@ EPOCH_RECORD = Obj({
     "slowest_rank": Key(COUNT, False),
     **{key: Key(NUMBER, False) for key in LATER_EPOCH_KEYS},
     "best_epoch": Key(Int(minimum=1), False),
+    "resumed_after": Key(Int(minimum=1), False),
     "run": Key(RUN_HEADER, False),
 })
 """One line of a metrics file (distgcn/io/metrics_log.py); the first also carries ``run``."""

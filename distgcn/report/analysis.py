@@ -11,13 +11,15 @@ import numpy as np
 
 from distgcn.report.inputs import Partition, Run, describe, model_sort_key
 
-__all__ = ["SPLIT_PARTS", "ScalingPoint", "Timing", "colour_limits", "describe", "model_groups", "scaling_series",
-           "setting_groups", "timing"]
+__all__ = ["CONTENTION", "SPLIT_PARTS", "BalanceLimits", "ScalingPoint", "Timing", "balance_limits", "colour_limits",
+           "describe", "model_groups", "scaling_series", "setting_groups", "timing"]
 
 Item = TypeVar("Item", Run, Partition)
 
 SPLIT_PARTS = (("compute_s", "compute"), ("comm_wait_s", "halo wait"), ("allreduce_s", "allreduce"))
 """The parts of an epoch's time, each recorded for the slowest rank as ``slowest_KEY``."""
+CONTENTION = ("oversubscribed", "busy node")
+"""The reasons a run's threads waited for a core (:attr:`distgcn.report.inputs.Run.contention`), in this order."""
 REPEATS_SPREAD = "range over {n} repeats"
 EPOCHS_SPREAD = "interquartile range over epochs"
 
@@ -35,8 +37,16 @@ class Timing:
     """compute/halo wait/allreduce of the median, in the slowest rank's proportions: sums to ``median_s``.
     None when a run did not record the slowest rank's split."""
     repeat_medians_s: list[float]
-    oversubscribed: bool | None
-    """True if any run had more ranks than cores on its node; None if no run recorded it."""
+    contention: list[str] | None
+    """Why some run's threads waited for a core (:attr:`Run.contention`, over the runs); None if no run recorded
+    it, empty if none did."""
+
+    load_known: bool
+    """Whether every run recorded its node's load (files older than the load average did not)."""
+
+    @property
+    def contended(self) -> bool | None:
+        return None if self.contention is None else bool(self.contention)
 
 
 def timing(runs: list[Run]) -> Timing:
@@ -57,8 +67,9 @@ def timing(runs: list[Run]) -> Timing:
         total = sum(run.steady_series("epoch_s").sum() for run in runs)
         parts = {key: sum(run.steady_series(f"slowest_{key}").sum() for run in runs) for key, _ in SPLIT_PARTS}
         split = {key: median * part / total if total > 0 else 0.0 for key, part in parts.items()}
-    marks = [run.oversubscribed for run in runs if run.oversubscribed is not None]
-    return Timing(median, low, high, spread, split, medians, any(marks) if marks else None)
+    known = [run.contention for run in runs if run.contention is not None]
+    contention = [reason for reason in CONTENTION if any(reason in reasons for reasons in known)] if known else None
+    return Timing(median, low, high, spread, split, medians, contention, all(run.busy is not None for run in runs))
 
 
 def setting_groups(runs: list[Run]) -> dict[tuple[str | None, str | None, int | None], list[Run]]:
@@ -83,13 +94,34 @@ class ScalingPoint:
     def epoch_s(self) -> float:
         return self.timing.median_s
 
+    @property
+    def above_ideal(self) -> bool:
+        """Parallel efficiency above 1: faster than P times the smallest P can be, so the smallest P's time holds
+        something else, mostly waiting for a core (threads beyond the cores, a busy node): a sign of contention,
+        not a result."""
+        return self.efficiency > 1.0 + EFFICIENCY_TOLERANCE
+
+
+EFFICIENCY_TOLERANCE = 1e-9
+"""An efficiency this close to 1 is 1: the smallest P's own is computed as t·p / (t·p)."""
+
 
 def scaling_series(runs: list[Run]) -> dict[tuple[str | None, str | None], list[ScalingPoint]]:
-    """Runs of one graph and partition model at two or more P; repeats at one P give a median and a spread."""
+    """Runs of one graph and partition model at two or more P; repeats at one P give a median and a spread.
+
+    Runs on one rank (no partition, so no model) are the first point of every model's series of their graph.
+    """
     series: dict[tuple[str | None, str | None], dict[int, list[Run]]] = {}
+    single: dict[str | None, list[Run]] = {}
     for (graph, model, ranks), group in setting_groups(runs).items():
-        if ranks is not None:
+        if ranks == 1:
+            single.setdefault(graph, []).extend(group)
+        elif ranks is not None:
             series.setdefault((graph, model), {})[ranks] = group
+    for graph, group in single.items():
+        models = [key for key in series if key[0] == graph] or [(graph, None)]
+        for key in models:
+            series.setdefault(key, {})[1] = group
     result = {}
     for key, by_ranks in series.items():
         if len(by_ranks) < 2:
@@ -121,4 +153,26 @@ def colour_limits(partitions: list[Partition]) -> dict[str | None, tuple[float, 
         off_diagonal = part.comm[~np.eye(part.ranks, dtype=bool)]
         top = float(off_diagonal.max()) if off_diagonal.size else 0.0
         limits[part.graph] = (0.0, max(limits.get(part.graph, (0.0, 0.0))[1], top, 1.0))
+    return limits
+
+
+@dataclass(frozen=True)
+class BalanceLimits:
+    """The tops of the per-rank balance figures' axes for one graph (at least 1 each)."""
+
+    volume: float
+    """The most rows one rank sends or receives per SpMM, in any partition of the graph."""
+    nonzeros: float
+    """The most nonzeros of Â one rank owns, in any partition of the graph."""
+
+
+def balance_limits(partitions: list[Partition]) -> dict[str | None, BalanceLimits]:
+    """One pair of scales per graph for the balance figures, as :func:`colour_limits` for the matrices: partitions
+    of one graph drawn to the same heights, so that a taller bar is more rows or nonzeros, not another scale."""
+    limits: dict[str | None, BalanceLimits] = {}
+    for part in partitions:
+        volume = float(max(part.comm.sum(axis=1).max(initial=0), part.comm.sum(axis=0).max(initial=0)))
+        nonzeros = float(part.nonzeros.max(initial=0))
+        seen = limits.get(part.graph, BalanceLimits(1.0, 1.0))
+        limits[part.graph] = BalanceLimits(max(seen.volume, volume), max(seen.nonzeros, nonzeros))
     return limits

@@ -6,20 +6,30 @@ no tight cropping), so the PNG's pixel size is known in advance.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator
+from matplotlib.ticker import (
+    FormatStrFormatter,
+    LogLocator,
+    MaxNLocator,
+    ScalarFormatter,
+)
 
 from distgcn.io.safe_io import PNG_MARKER, REPORT_FIGURE, is_output, write_file
 from distgcn.report.analysis import (
     SPLIT_PARTS,
+    BalanceLimits,
+    balance_limits,
     colour_limits,
     describe,
     model_groups,
@@ -30,7 +40,8 @@ from distgcn.report.inputs import Partition, Run
 
 DPI = 100
 COLOURS = {"compute_s": "tab:blue", "comm_wait_s": "tab:orange", "allreduce_s": "tab:green"}
-OVERSUBSCRIBED_HATCH = "//"
+CONTENTION_HATCH = "//"
+"""Bars of runs whose threads waited for a core (oversubscribed, or a busy node)."""
 MARKERS = "osD^vP*Xh<>"
 LINESTYLES = ("-", "--", "-.", ":")
 ANNOTATE_MAX_P = 12
@@ -100,36 +111,108 @@ def run_style(index: int) -> dict:
             "linestyle": LINESTYLES[index % len(LINESTYLES)]}
 
 
-def curves(runs: list[Run], path: Path) -> Path:
-    """Loss and test accuracy against the epoch, one row of panels per graph (never two graphs on one axes)."""
+ACCURACIES = (("train_acc", "train", ":"), ("val_acc", "validation", "--"), ("test_acc", "test", "-"))
+"""The accuracy curves of a run: key, name and dash (the run's colour and marker tell the runs apart)."""
+RESUME_DASH = "-."
+"""The vertical line after the epoch a run resumed from: a dash no accuracy curve uses."""
+
+
+def _plain_axis(ax: Axes) -> None:
+    """Tick labels that are the values themselves: no offset (``+2.079``) or common factor (``1e-4``), which make a
+    span of 3·10⁻⁴ look like a curve going somewhere."""
+    formatter = ScalarFormatter(useOffset=False)
+    formatter.set_scientific(False)
+    ax.yaxis.set_major_formatter(formatter)
+
+
+def _loss_limits(group: list[Run], chance: list[float]) -> tuple[float, float]:
+    """From 0 (a cross-entropy is never below) to a little above the largest finite loss or chance level, so that
+    a flat loss looks flat and a falling one shows how far it fell."""
+    values = np.concatenate([run.series("loss") for run in group])
+    finite = values[np.isfinite(values)]
+    top = max([*(finite.tolist() if finite.size else []), *chance, 0.0])
+    low = min(0.0, float(finite.min())) if finite.size else 0.0
+    return low, 1.05 * top if top > 0 else 1.0
+
+
+def curves_figure(runs: list[Run]) -> Figure:
+    """Loss and train/validation/test accuracy against the epoch, one row of panels per graph (never two graphs on
+    one axes). A graph whose labels are random says so and shows chance level (ln C and 1/C); a resumed run has a
+    dotted vertical line after the epoch it resumed from. The legend sits right of the panels, off the curves."""
     panels = graph_panels(runs)
     fig = _figure(12, 4.5 if len(panels) == 1 else 3.6 * len(panels))
     axes = fig.subplots(len(panels), 2, squeeze=False)
     for (graph, group), (loss_ax, acc_ax) in zip(panels.items(), axes):
+        name = graph or "unknown graph"
+        handles: list = []
         for i, run in enumerate(group):
             epochs = run.series("epoch")
             every = max(len(group), len(epochs) // 8)  # each run's markers on epochs of their own
-            style = {**run_style(i), "markevery": (i % every, every),
-                     "markersize": 5, "linewidth": 1.3, "alpha": 0.85, "label": run.label}
+            style = {**run_style(i), "markevery": (i % every, every), "markersize": 5, "linewidth": 1.3,
+                     "alpha": 0.85}
             loss_ax.plot(epochs, run.series("loss"), **style)
-            acc_ax.plot(epochs, run.series("test_acc"), **style)
-        loss_ax.set(title=f"{graph or 'unknown graph'}: training loss", xlabel="epoch", ylabel="loss")
-        acc_ax.set(title=f"{graph or 'unknown graph'}: test accuracy", xlabel="epoch", ylabel="test accuracy",
-                   ylim=(0, 1.02))
-        acc_ax.legend(title="run", fontsize="small", loc="lower right")
+            handles.append(Line2D([], [], color=style["color"], marker=style["marker"], linestyle="none",
+                                  markersize=5, label=run.label))  # the dash is the loss's only, see below
+            for key, _, dash in ACCURACIES:
+                acc_ax.plot(epochs, run.series(key), **{**style, "linestyle": dash})
+            for after in run.resumed_after:
+                for ax in (loss_ax, acc_ax):
+                    ax.axvline(after + 0.5, color=style["color"], linestyle=RESUME_DASH, linewidth=1.2)
+                loss_ax.annotate(f"resumed after epoch {after}", (after + 0.5, 0.02),
+                                 xycoords=("data", "axes fraction"), rotation=90, ha="right", va="bottom",
+                                 fontsize="x-small", color=style["color"])
+        random = [run for run in group if run.random_labels]
+        classes = sorted({run.classes for run in random if run.classes})
+        loss_title, acc_title = f"{name}: training loss", f"{name}: accuracy"
+        if random:
+            which = "" if len(random) == len(group) else f" in {', '.join(run.label for run in random)}"
+            counts = "/".join(map(str, classes)) or "?"
+            note = f"labels are random{which} ({counts} classes):\nnothing to learn, chance level dotted"
+            loss_title, acc_title = f"{loss_title}\n{note}", f"{acc_title}\n{note}"
+            for count in classes:
+                handles.append(loss_ax.axhline(math.log(count), color="grey", linestyle=":", linewidth=1,
+                                               label=f"chance: loss ln {count} = {math.log(count):.3f}, "
+                                                     f"accuracy 1/{count}"))
+                acc_ax.axhline(1 / count, color="grey", linestyle=":", linewidth=1)
+        loss_ax.set(title=loss_title, xlabel="epoch", ylabel="loss",
+                    ylim=_loss_limits(group, [math.log(count) for count in classes]))
+        _plain_axis(loss_ax)
+        acc_ax.set(title=acc_title, xlabel="epoch", ylabel="accuracy", ylim=(0, 1.02))
+        handles += [Line2D([], [], color="black", linestyle=dash, label=f"{what} accuracy")
+                    for _, what, dash in ACCURACIES]
+        if len(group) > 1:
+            handles.append(Line2D([], [], color="black", linestyle="none", label="loss: dashes tell runs apart"))
+        if any(run.resumed_after for run in group):
+            handles.append(Line2D([], [], color="black", linestyle=RESUME_DASH, linewidth=1.2,
+                                  label="resumed from a checkpoint"))
+        acc_ax.legend(handles=handles, title="run (colour, marker)", fontsize="small", title_fontsize="small",
+                      loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
         for ax in (loss_ax, acc_ax):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return fig
 
 
-def _oversubscription_note(run: Run) -> str:
-    if run.oversubscribed is None:
+def curves(runs: list[Run], path: Path) -> Path:
+    """:func:`curves_figure`, saved."""
+    return _save(curves_figure(runs), path)
+
+
+def _contention_note(run: Run) -> str:
+    """The title line of a run's time split: why its threads waited for a core, or that they did not."""
+    if run.contention is None:
         return "cores per node not recorded"
+    node = run.header.get("node") or {}
+    notes = []
     if run.oversubscribed:
         ranks, cores = run.node
-        return f"OVERSUBSCRIBED: {ranks} ranks on {cores} cores, times include waiting for a core"
-    return "not oversubscribed"
+        notes.append(f"OVERSUBSCRIBED (rank 0's node: {ranks} ranks × {run.threads or '?'} threads on {cores} cores)")
+    if run.busy:
+        notes.append(f"BUSY NODE (load average {node['load_average']:.2f}, other processes "
+                     f"{node.get('other_load') or 0.0:.2f})")
+    if notes:
+        return "; ".join(notes) + ": times include waiting for a core"
+    return "not oversubscribed" + (", node not busy" if run.busy is not None else "; node load not recorded")
 
 
 def time_split(run: Run, path: Path) -> Path:
@@ -140,7 +223,7 @@ def time_split(run: Run, path: Path) -> Path:
     epochs = run.series("epoch")
     t = timing([run])
     edges = np.append(epochs - 0.5, epochs[-1] + 0.5)
-    hatch = OVERSUBSCRIBED_HATCH if run.oversubscribed else None
+    hatch = CONTENTION_HATCH if run.contention else None
     if run.has_split:
         bottom = np.zeros_like(epochs)
         for key, name in SPLIT_PARTS:
@@ -154,7 +237,7 @@ def time_split(run: Run, path: Path) -> Path:
     ax.stairs(run.series("epoch_s") * 1e3, edges, color="black", linewidth=1,
               label=f"epoch wall time: median {t.median_s * 1e3:.1f} ms, "
                     f"{t.spread} {t.low_s * 1e3:.1f} to {t.high_s * 1e3:.1f} ms")
-    ax.set(title=f"Time per epoch: {run.label}\n{what}\n{_oversubscription_note(run)}",
+    ax.set(title=f"Time per epoch: {run.label}\n{what}\n{_contention_note(run)}",
            xlabel="epoch", ylabel="time per epoch (ms)", xlim=(epochs[0] - 0.5, epochs[-1] + 0.5))
     steady_top = run.steady_series("epoch_s").max() * 1e3
     first = run.series("epoch_s")[0] * 1e3
@@ -168,13 +251,21 @@ def time_split(run: Run, path: Path) -> Path:
     return _save(fig, path)
 
 
-def strong_scaling(runs: list[Run], path: Path) -> Path:
-    """Median epoch time (error bars: spread) and parallel efficiency against P, one line per (graph, model);
-    oversubscribed points are hollow and labelled."""
+EFFICIENCY_TOP = 1.2
+"""The efficiency axis ends here when some efficiency is above 1: such a point is a flag, not a value to scale to."""
+
+
+def scaling_figure(runs: list[Run]) -> Figure:
+    """Median epoch time (error bars: spread) and parallel efficiency against P, one line per (graph, model).
+
+    Points whose runs waited for a core (oversubscribed, busy node) are hollow and labelled. An efficiency above 1
+    is no result but a sign that the smallest P was slowed: such a point is left off its line and drawn as a red
+    cross at the top of the axis, its value written beside it.
+    """
     fig = _figure(12, 4.5)
     time_ax, eff_ax = fig.subplots(1, 2)
     all_ranks: set[int] = set()
-    any_oversubscribed = False
+    any_contended = any_above = False
     for i, ((graph, model), points) in enumerate(scaling_series(runs).items()):
         color = f"C{i % 10}"
         ranks = np.array([p.ranks for p in points])
@@ -185,15 +276,25 @@ def strong_scaling(runs: list[Run], path: Path) -> Path:
                            for p in points]).T * 1e3
         time_ax.errorbar(ranks, medians, yerr=spread, fmt="-", color=color, capsize=4, label=label)
         time_ax.plot(ranks, points[0].epoch_s * 1e3 * ranks[0] / ranks, ":", color=color)
-        eff_ax.plot(ranks, [p.efficiency for p in points], "-", color=color, label=label)
-        for ax, values in ((time_ax, medians), (eff_ax, [p.efficiency for p in points])):
-            for p, x, y in zip(points, ranks, values):
-                over = bool(p.timing.oversubscribed)
-                any_oversubscribed |= over
-                ax.plot(x, y, "o", color=color, markerfacecolor="white" if over else color, zorder=3)
-                if over:
-                    ax.annotate("oversubscribed", (x, y), textcoords="offset points", xytext=(-6, 6),
-                                ha="right", fontsize="x-small", color=color)
+        results = [p for p in points if not p.above_ideal]
+        eff_ax.plot([p.ranks for p in results], [p.efficiency for p in results], "-", color=color, label=label)
+        for p, median in zip(points, medians):
+            contended = bool(p.timing.contended)
+            any_contended |= contended
+            face = "white" if contended else color
+            time_ax.plot(p.ranks, median, "o", color=color, markerfacecolor=face, zorder=3)
+            if contended:
+                time_ax.annotate(", ".join(p.timing.contention), (p.ranks, median), textcoords="offset points",
+                                 xytext=(-6, 6), ha="right", fontsize="x-small", color=color)
+            if p.above_ideal:
+                any_above = True
+                y = min(p.efficiency, EFFICIENCY_TOP - 0.05)
+                eff_ax.plot(p.ranks, y, "x", color="red", markersize=9, markeredgewidth=2, zorder=4)
+                eff_ax.annotate(f"{p.efficiency:.2f}: above 1,\ncontention at P={points[0].ranks}?", (p.ranks, y),
+                                textcoords="offset points", xytext=(-8, -4), ha="right", va="top",
+                                fontsize="x-small", color="red")
+            else:
+                eff_ax.plot(p.ranks, p.efficiency, "o", color=color, markerfacecolor=face, zorder=3)
     eff_ax.axhline(1.0, color="grey", linewidth=0.8)
     for ax in (time_ax, eff_ax):
         ax.set_xscale("log", base=2)
@@ -206,13 +307,21 @@ def strong_scaling(runs: list[Run], path: Path) -> Path:
     time_ax.yaxis.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0)))  # 20, 30, 50: readable, not crowded
     time_ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     time_ax.set(title="Strong scaling: median epoch time, error bars: range over repeats\n"
-                      "(one run: interquartile range over epochs); dotted: ideal",
+                      "(one run: interquartile range over epochs); dotted: ideal"
+                      + ("\nhollow: contention (threads waited for a core)" if any_contended else ""),
                 ylabel="time per epoch (ms)")
     eff_ax.set(title="Parallel efficiency of the medians (relative to the smallest P)"
-                     + ("\nhollow: oversubscribed (more ranks than cores)" if any_oversubscribed else ""),
-               ylabel="efficiency", ylim=(0, max(1.1, eff_ax.get_ylim()[1])))
+                     + ("\nhollow: contention (oversubscribed or a busy node)" if any_contended else "")
+                     + ("\nred ×: above 1, a sign of contention, not a result" if any_above else ""),
+               ylabel="efficiency",
+               ylim=(0, EFFICIENCY_TOP if any_above else max(1.1, eff_ax.get_ylim()[1])))
     time_ax.legend(fontsize="small", loc="best")
-    return _save(fig, path)
+    return fig
+
+
+def strong_scaling(runs: list[Run], path: Path) -> Path:
+    """:func:`scaling_figure`, saved."""
+    return _save(scaling_figure(runs), path)
 
 
 def run_models(runs: list[Run], path: Path) -> Path:
@@ -221,7 +330,7 @@ def run_models(runs: list[Run], path: Path) -> Path:
     groups = model_groups(runs)
     fig = _figure(max(6.0, 4.0 * len(groups)), 7)
     axes = fig.subplots(2, len(groups), squeeze=False)
-    any_oversubscribed = False
+    any_contended = False
     for column, ((graph, ranks), group) in enumerate(groups.items()):
         time_ax, halo_ax = axes[0, column], axes[1, column]
         by_model: dict[str | None, list[Run]] = {}
@@ -230,10 +339,10 @@ def run_models(runs: list[Run], path: Path) -> Path:
         timings = [timing(model_runs) for model_runs in by_model.values()]
         x = np.arange(len(by_model))
         names = [f"{model}\n{len(model_runs)} run{'s' if len(model_runs) > 1 else ''}"
-                 + ("\noversubscribed" if t.oversubscribed else "")
+                 + ("\n" + ", ".join(t.contention) if t.contended else "")
                  for (model, model_runs), t in zip(by_model.items(), timings)]
-        hatches = [OVERSUBSCRIBED_HATCH if t.oversubscribed else None for t in timings]
-        any_oversubscribed |= any(t.oversubscribed for t in timings)
+        hatches = [CONTENTION_HATCH if t.contended else None for t in timings]
+        any_contended |= any(t.contended for t in timings)
         bottom = np.zeros(len(by_model))
         for key, name in SPLIT_PARTS:
             values = np.array([t.split_s[key] * 1e3 if t.split_s else 0.0 for t in timings])
@@ -261,8 +370,9 @@ def run_models(runs: list[Run], path: Path) -> Path:
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    if any_oversubscribed:
-        handles["hatched: oversubscribed"] = Patch(facecolor="white", edgecolor="black", hatch=OVERSUBSCRIBED_HATCH)
+    if any_contended:
+        handles["hatched: contention (oversubscribed or busy node)"] = Patch(facecolor="white", edgecolor="black",
+                                                                               hatch=CONTENTION_HATCH)
     fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=3, fontsize="small")
     fig.suptitle("Partition models in training: median epoch time in the slowest rank's split\n"
                  "error bars: range over repeats (one run: interquartile range over epochs)", fontsize="medium")
@@ -356,8 +466,10 @@ def comm_heatmap(part: Partition, path: Path, limits: tuple[float, float], share
     return _save(fig, path)
 
 
-def rank_balance(part: Partition, path: Path) -> Path:
-    """Per rank: rows sent and received (communication balance), and nonzeros owned (compute balance)."""
+def balance_figure(part: Partition, limits: BalanceLimits, shared_by: int) -> Figure:
+    """Per rank: rows sent and received (communication balance), and nonzeros owned (compute balance), on the
+    scales (``limits``) shared by the ``shared_by`` partitions of its graph in this report, so that equal heights
+    are equal counts across them."""
     fig = _figure(10, 7)
     volume_ax, load_ax = fig.subplots(2, 1, sharex=True)
     ranks = np.arange(part.ranks)
@@ -365,14 +477,16 @@ def rank_balance(part: Partition, path: Path) -> Path:
     volume_ax.bar(ranks - 0.2, sent, 0.4, label="sent", color="tab:blue")
     volume_ax.bar(ranks + 0.2, received, 0.4, label="received", color="tab:orange")
     volume_ax.axhline(sent.mean(), color="black", linestyle="--", linewidth=0.8, label="average")
+    shared = f"; scales shared by the {shared_by} partitions of {part.graph or 'this graph'}" if shared_by > 1 else ""
     volume_ax.set(ylabel="rows of H per SpMM",
-                  title=f"Per-rank balance: {part.label}\n"
+                  title=f"Per-rank balance: {part.label}{shared}\n"
                         f"volume: max sent {sent.max()}, max received {received.max()}, average {sent.mean():.1f}")
-    volume_ax.set_ylim(0, 1.25 * max(int(sent.max()), int(received.max()), 1))
+    volume_ax.set_ylim(0, 1.25 * limits.volume)  # room for the legend above the tallest bar of any partition
     volume_ax.legend(fontsize="small", loc="upper right", ncols=3)
     load_ax.bar(ranks, part.nonzeros, 0.8, color="tab:green")
     mean = part.nonzeros.mean()
     load_ax.axhline(mean, color="black", linestyle="--", linewidth=0.8)
+    load_ax.set_ylim(0, 1.05 * limits.nonzeros)
     imbalance = part.nonzeros.max() / mean if mean > 0 else 1.0
     low, high = int(part.owned.min()), int(part.owned.max())
     vertices = str(low) if low == high else f"{low} to {high}"
@@ -382,7 +496,12 @@ def rank_balance(part: Partition, path: Path) -> Path:
     load_ax.set_xlim(-0.6, part.ranks - 0.4)
     for ax in (volume_ax, load_ax):
         ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return fig
+
+
+def rank_balance(part: Partition, path: Path, limits: BalanceLimits, shared_by: int) -> Path:
+    """:func:`balance_figure`, saved."""
+    return _save(balance_figure(part, limits, shared_by), path)
 
 
 def render_all(runs: list[Run], partitions: list[Partition], out: Path) -> list[tuple[str, Path]]:
@@ -399,7 +518,7 @@ def render_all(runs: list[Run], partitions: list[Partition], out: Path) -> list[
         return out / f"{candidate}.png"
 
     if runs:
-        figures.append(("Loss and test accuracy", curves(runs, name("curves"))))
+        figures.append(("Loss and accuracy", curves(runs, name("curves"))))
         for run in runs:
             figures.append((f"Time split: {run.label}", time_split(run, name(f"time-{slug(run.name)}"))))
     if scaling_series(runs):
@@ -409,10 +528,11 @@ def render_all(runs: list[Run], partitions: list[Partition], out: Path) -> list[
     if model_groups(partitions):
         figures.append(("Partition models: predicted communication",
                         partition_models(partitions, name("models-partitions"))))
-    limits = colour_limits(partitions)
+    limits, scales = colour_limits(partitions), balance_limits(partitions)
     for part in partitions:
         shared_by = sum(other.graph == part.graph for other in partitions)
         figures.append((f"Communication matrix: {part.label}",
                         comm_heatmap(part, name(f"comm-{slug(part.name)}"), limits[part.graph], shared_by)))
-        figures.append((f"Per-rank balance: {part.label}", rank_balance(part, name(f"balance-{slug(part.name)}"))))
+        figures.append((f"Per-rank balance: {part.label}",
+                        rank_balance(part, name(f"balance-{slug(part.name)}"), scales[part.graph], shared_by)))
     return figures

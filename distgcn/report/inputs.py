@@ -43,8 +43,12 @@ def model_sort_key(name: str | None) -> tuple[int, str]:
 
 
 def describe(graph: str | None, model: str | None = None, ranks: int | None = None) -> str:
-    """A group's or an input's name for legends and tables (``cora, HP, P=2``); unknown parts say so."""
+    """A group's or an input's name for legends and tables (``cora, HP, P=2``); unknown parts say so. One rank has
+    no partition, so no model: ``cora, 1 rank``."""
     parts = [graph or "unknown graph"]
+    if ranks == 1:
+        parts.append("1 rank")
+        return ", ".join(parts)
     if model is not None:
         parts.append(model)
     if ranks is not None:
@@ -54,7 +58,8 @@ def describe(graph: str | None, model: str | None = None, ranks: int | None = No
 
 @dataclass
 class Run:
-    """One training run: its per-epoch records and what is known of its setting.
+    """One training run: its per-epoch records and what is known of its setting (no partition model at P = 1,
+    whatever the header recorded: one rank trains on the whole graph).
 
     ``name`` (the file's, told apart from the others') names the run's figure files; ``label`` (its graph, model
     and P) names it in figures and tables.
@@ -94,9 +99,64 @@ class Run:
         return int(node["ranks"]), int(node["cores"])
 
     @property
+    def threads(self) -> int | None:
+        """Compute threads per rank (rank 0's) as the run recorded them; None if not recorded."""
+        value = (self.header.get("node") or {}).get("threads_per_rank", self.header.get("threads"))
+        return None if value is None else int(value)
+
+    @property
     def oversubscribed(self) -> bool | None:
-        """More ranks than cores on a node: its times include waiting for a core. None: not recorded."""
-        return None if self.node is None else self.node[0] > self.node[1]
+        """More threads than cores on a node, so its times include waiting for a core: the run's own verdict over
+        every node, else (files older than it) rank 0's ranks × threads against its cores, ranks alone where the
+        threads were not recorded. None: not recorded (or a GPU run)."""
+        if self.node is None:
+            return None
+        recorded = self.header["node"].get("oversubscribed")
+        if recorded is not None:
+            return bool(recorded)
+        ranks, cores = self.node
+        return ranks * (self.threads or 1) > cores
+
+    @property
+    def busy(self) -> bool | None:
+        """Other processes' load left the run's threads too few CPUs (the run's verdict); None: not recorded."""
+        if self.node is None:
+            return None
+        busy = self.header["node"].get("busy")
+        return None if busy is None else bool(busy)
+
+    @property
+    def contention(self) -> list[str] | None:
+        """Why this run's threads waited for a core ("oversubscribed", "busy node"; empty: neither); None where the
+        run recorded neither verdict."""
+        if self.oversubscribed is None:
+            return None
+        return [reason for reason, found in (("oversubscribed", self.oversubscribed), ("busy node", self.busy))
+                if found]
+
+    @property
+    def random_labels(self) -> bool:
+        """Labels drawn at random (no signal to learn): as the run recorded it, else known from an R-MAT spec (whose
+        only labels are random ones)."""
+        graph = self.header.get("graph") or {}
+        if graph.get("random_labels") is not None:
+            return bool(graph["random_labels"])
+        return str(graph.get("spec") or "").startswith("synthetic:rmat")
+
+    @property
+    def classes(self) -> int | None:
+        """The label count: the last of the run's widths; None if not recorded."""
+        widths = self.header.get("widths")
+        return int(widths[-1]) if isinstance(widths, list) and widths else None
+
+    @property
+    def resumed_after(self) -> list[int]:
+        """The epochs after which this run was resumed from a checkpoint, in order (the records and the header
+        say where: :class:`distgcn.io.metrics_log.MetricsWriter`)."""
+        marks = {int(r["resumed_after"]) for r in self.records if r.get("resumed_after") is not None}
+        if self.header.get("resumed_after") is not None:
+            marks.add(int(self.header["resumed_after"]))
+        return sorted(mark for mark in marks if mark > 0)
 
 
 @dataclass
@@ -166,12 +226,13 @@ def load_run(path: Path, annotations: dict[str, str]) -> Run:
     if not records:
         raise InputError("no epoch records in the metrics file", path=path)
     graph = header.get("graph") or {}
+    ranks = _ranks(annotations.get("ranks", header.get("ranks")), path)
     return Run(
         label=annotations.get("label", ""),
         path=path,
         records=records,
-        ranks=_ranks(annotations.get("ranks", header.get("ranks")), path),
-        model=model_label(annotations.get("model", header.get("partition_model"))),
+        ranks=ranks,
+        model=None if ranks == 1 else model_label(annotations.get("model", header.get("partition_model"))),
         graph=annotations.get("graph", graph_name(graph)),
         header=header,
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 from distgcn.io.safe_io import REPORT_SUMMARY, REPORT_TITLE, write_text
 from distgcn.report.analysis import (
     SPLIT_PARTS,
+    ScalingPoint,
+    Timing,
     describe,
     scaling_series,
     setting_groups,
@@ -36,11 +38,48 @@ def _ms(seconds: float) -> str:
 
 
 def _node(run: Run) -> str | None:
-    """ranks/cores on rank 0's node, marked when oversubscribed; None (shown ?) when not recorded."""
+    """ranks × threads / cores on rank 0's node (``2×1/2``; threads ? where not recorded), followed by why its
+    threads waited for a core; None (shown ?) when not recorded."""
     if run.node is None:
         return None
     ranks, cores = run.node
-    return f"{ranks}/{cores}" + (" oversubscribed" if run.oversubscribed else "")
+    threads = UNKNOWN if run.threads is None else run.threads
+    return " ".join([f"{ranks}×{threads}/{cores}", *(run.contention or [])])
+
+
+def _load(run: Run) -> str | None:
+    """The node's load average as the run started, and (in brackets) other processes' part of it."""
+    node = run.header.get("node") or {}
+    if node.get("load_average") is None:
+        return None
+    other = node.get("other_load")
+    return f"{node['load_average']:.2f}" + ("" if other is None else f" ({other:.2f})")
+
+
+def contention_cell(t: Timing) -> str | None:
+    """A table's contention column: the reasons, ``no``, or ``no (load not recorded)`` for files that predate the
+    load average; None (shown ?) when nothing was recorded."""
+    if t.contention is None:
+        return None
+    if t.contention:
+        return ", ".join(t.contention)
+    return "no" if t.load_known else "no (load not recorded)"
+
+
+def efficiency_cell(point: ScalingPoint) -> str:
+    """The efficiency, flagged when above 1: a sign of contention at the smaller P, not a result."""
+    return f"{point.efficiency:.2f}" + (" (above 1: contention)" if point.above_ideal else "")
+
+
+def _flag_note(flagged: list[tuple[str | None, str | None, int, ScalingPoint]]) -> str:
+    """What an efficiency above 1 says: the smallest P's time holds waiting for a core, so it is no result."""
+    where = "; ".join(f"{describe(graph, model or 'unknown model')} at P={p.ranks} ({p.efficiency:.2f}, against "
+                      f"P={base})" for graph, model, base, p in flagged)
+    return ("**Efficiency above 1 is a sign of contention, not a result:** " + where + ". No P can run faster than "
+            "its share of the smallest P's time unless that time was slowed, mostly by waiting for a core (more "
+            "threads than cores, or a node busy with other processes: see the contention column and the runs' "
+            "ranks×threads/cores and load); cache effects can add a little. Time the smallest P again on an idle "
+            "node, with ranks × threads at most the cores, before reading the speedup.")
 
 
 def run_rows(runs: list[Run]) -> list[list[object]]:
@@ -50,7 +89,7 @@ def run_rows(runs: list[Run]) -> list[list[object]]:
         best = max(run.records, key=lambda r: r["val_acc"])
         t = timing([run])
         split = [_ms(t.split_s[key]) if t.split_s else None for key, _ in SPLIT_PARTS]
-        rows.append([run.label, run.name, run.graph, run.model, run.ranks, _node(run), len(run.records),
+        rows.append([run.label, run.name, run.graph, run.model, run.ranks, _node(run), _load(run), len(run.records),
                      f"{last['loss']:.4f}", f"{last['test_acc']:.4f}",
                      f"{best['val_acc']:.4f} ({best['test_acc']:.4f})", _ms(t.median_s),
                      f"{_ms(t.low_s)} to {_ms(t.high_s)}", *split, f"{run.steady('halo_rows'):.0f}",
@@ -67,7 +106,7 @@ def setting_rows(runs: list[Run]) -> list[list[object]]:
             split = [_ms(t.split_s[key]) if t.split_s else None for key, _ in SPLIT_PARTS]
             rows.append([describe(graph, model, ranks), len(group), _ms(t.median_s),
                          f"{_ms(t.low_s)} to {_ms(t.high_s)}", *split,
-                         None if t.oversubscribed is None else ("yes" if t.oversubscribed else "no")])
+                         contention_cell(t)])
     return rows
 
 
@@ -96,11 +135,15 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
                           "with the interquartile range of those epochs. Compute, halo wait and allreduce are the "
                           "slowest rank's own split of the median (the share of the steady epochs that the slowest "
                           "rank of each epoch spent in each part), so they add up to the median epoch time; ? where "
-                          "the metrics file predates that record. ranks/cores: on rank 0's node; oversubscribed "
-                          "means more ranks than cores, so times include waiting for a core. Traffic is per epoch, "
+                          "the metrics file predates that record. ranks×threads/cores: on rank 0's node, then why "
+                          "threads waited for a core on some node of the job: oversubscribed (ranks × threads above "
+                          "the cores), busy node (other processes' load left too few CPUs); load: rank 0's node's "
+                          "1-minute load average as the run started (other processes' part). Such times include "
+                          "waiting for a core, and their comm share counts it. Traffic is per epoch, "
                           "summed over ranks; the best validation accuracy is followed by the test accuracy at that "
                           "epoch.",
-                          table(["run", "file", "graph", "model", "P", "ranks/cores", "epochs", "final loss",
+                          table(["run", "file", "graph", "model", "P", "ranks×threads/cores", "load", "epochs",
+                                 "final loss",
                                  "final test acc", "best val acc (test)", "epoch (ms)", "epoch IQR (ms)",
                                  "compute (ms)", "halo wait (ms)", "allreduce (ms)", "halo rows", "messages"],
                                 run_rows(runs), numeric_from=4))
@@ -113,19 +156,23 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
                           "Runs of one graph, model and P: the median of their median epoch times, the range of those "
                           "medians, and the slowest rank's split of it (pooled over every repeat's steady epochs).",
                           table(["setting", "runs", "epoch (ms)", "range (ms)", "compute (ms)", "halo wait (ms)",
-                                 "allreduce (ms)", "oversubscribed"], repeated, numeric_from=1))
+                                 "allreduce (ms)", "contention"], repeated, numeric_from=1))
     series = scaling_series(runs)
     if series:
         rows = [[describe(graph, model or "unknown model"), p.ranks, _ms(p.epoch_s),
-                 f"{_ms(p.timing.low_s)} to {_ms(p.timing.high_s)}", f"{p.speedup:.2f}", f"{p.efficiency:.2f}",
-                 p.runs, None if p.timing.oversubscribed is None else ("yes" if p.timing.oversubscribed else "no")]
+                 f"{_ms(p.timing.low_s)} to {_ms(p.timing.high_s)}", f"{p.speedup:.2f}", efficiency_cell(p),
+                 p.runs, contention_cell(p.timing)]
                 for (graph, model), points in series.items() for p in points]
+        flagged = [(graph, model, points[0].ranks, p) for (graph, model), points in series.items() for p in points
+                   if p.above_ideal]
         parts += _section("Strong scaling",
                           "Speedup and efficiency are relative to the smallest P of each series, from median epoch "
                           "times: the median of the repeats' medians where a P was run more than once (spread: their "
                           "range), else the run's median (spread: its interquartile range over epochs).",
                           table(["graph, model", "P", "epoch time (ms)", "spread (ms)", "speedup", "efficiency", "runs",
-                                 "oversubscribed"], rows, numeric_from=1))
+                                 "contention"], rows, numeric_from=1))
+        if flagged:
+            parts += [_flag_note(flagged), ""]
     if partitions:
         parts += _section("Partitions",
                           "Predicted per distributed SpMM: rows of H sent (total and by the busiest rank, and "

@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+
+def cpu_set() -> frozenset[int]:
+    """The CPUs this process may run on (its affinity: all of the node's unless a launcher bound it)."""
+    try:
+        return frozenset(os.sched_getaffinity(0)) or frozenset(range(node_cpus()))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return frozenset(range(node_cpus()))
 
 
 def available_cores() -> int:
     """Cores this process may run on (all of them unless restricted by affinity)."""
+    return max(1, len(cpu_set()))
+
+
+def node_cpus() -> int:
+    """The node's CPUs, whichever this process may use: the load average counts the tasks of all of them."""
+    return max(1, os.cpu_count() or 1)
+
+
+def load_average() -> float | None:
+    """The node's 1-minute load average (runnable and uninterruptible tasks of every process, this one's too,
+    averaged over about the last minute); None where the system keeps none."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # pragma: no cover - not a Unix
+        return None
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started, from Linux's /proc; None where that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()  # after the command's name
+        start_ticks = int(fields[19])  # field 22 of proc(5), starttime: clock ticks after boot
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime_s - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def default_threads(ranks_per_node: int) -> int:

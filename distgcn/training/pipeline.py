@@ -51,7 +51,13 @@ from distgcn.memory import prediction as memory
 from distgcn.partitioning.models import GIL_HOLDING_MODELS
 from distgcn.runtime import signals
 from distgcn.runtime.progress import Progress
-from distgcn.runtime.threads import available_cores
+from distgcn.runtime.threads import (
+    available_cores,
+    cpu_set,
+    load_average,
+    node_cpus,
+    process_age_s,
+)
 from distgcn.shard.directory import graph_source, read_meta
 from distgcn.shard.distribute import load_own_shard
 from distgcn.shard.rank_shard import Shard
@@ -134,6 +140,7 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         return agree(transport, lambda: worded(step, name_field))
 
     outputs, train = config.outputs, config.train
+    started = (load_average(), process_age_s())  # before loading, while this job has added least to the load
     kernels = agreed(lambda: kernels_for(transport.device, config.compute.spmm_kernel))
     root = transport.rank == 0
     progress = Progress.for_rank(transport.rank, quiet=config.progress.quiet, verbose=config.progress.verbose)
@@ -148,10 +155,12 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         for line in settings_lines(header):
             progress.detail(line)
     ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks
-    nodes = transport.allgather_object((socket.gethostname(), ranks_on_node, available_cores()))  # collective
+    nodes = transport.allgather_object(soundness.NodeUse(socket.gethostname(), tuple(sorted(cpu_set())), node_cpus(),
+                                                         threads, *started))  # collective
     if header is not None:
-        # rank 0's node: a report marks runs whose times include waiting for a core
-        header["node"] = {"ranks": ranks_on_node, "cores": available_cores(), "device": transport.device.type}
+        # rank 0's node, and whether any node's threads wait for a core: a report marks such runs
+        header["node"] = {"ranks": ranks_on_node, "cores": available_cores(), "device": transport.device.type,
+                          **soundness.node_record(nodes, transport.device.type)}
         for warning in _unsound(config, header, nodes, transport.device.type, shard.num_classes):
             progress.warn(warning)
     agreed(lambda: _check_memory(shard, train, transport, kernels))
@@ -324,16 +333,18 @@ def settings_lines(header: dict) -> list[str]:
     return ["run configuration:", *flat("", header)]
 
 
-def _unsound(config: RunConfig, header: dict, nodes: list[tuple[str, int, int]], device: str,
+def _unsound(config: RunConfig, header: dict, nodes: list[soundness.NodeUse], device: str,
              classes: int) -> list[str]:
-    """The warnings of :mod:`distgcn.training.soundness` that apply to this run (rank 0, about every rank's node)."""
+    """The warnings of :mod:`distgcn.training.soundness` that apply to this run (rank 0, about every rank's node);
+    whether its labels are random is recorded in the header's ``graph`` for reports."""
     if config.source.partition_dir is not None:
         drawn = read_meta(Path(config.source.partition_dir))["graph"].get("random_features_seed") is not None
     else:
         drawn = config.source.features is not None
     found = [soundness.random_labels(header["graph"]["spec"], drawn, classes)]
+    header["graph"]["random_labels"] = found[0] is not None
     if device == "cpu":  # a GPU rank computes on its GPU, not on the node's cores
-        found.append(soundness.oversubscribed(nodes))
+        found.append(soundness.contention(nodes))
         found.append(soundness.one_thread_kernel(header["spmm_kernel"], header["threads"]))
     return [line for line in found if line is not None]
 

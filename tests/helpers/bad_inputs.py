@@ -256,6 +256,16 @@ def huge_number_metrics(d: Path) -> Path:
     return write(d, "m.jsonl", text + "\n")
 
 
+def header_metrics(d: Path, run: dict) -> Path:
+    """A metrics file of one epoch whose first record carries the run header ``run``."""
+    import json
+
+    record = {key: 0 for key in ("loss", "train_acc", "val_acc", "test_acc", "epoch_s", "compute_s", "comm_wait_s",
+                                 "allreduce_s", "halo_rows", "halo_bytes", "messages", "max_rank_halo_rows",
+                                 "spmm_exchanges")}
+    return write(d, "m.jsonl", json.dumps({"epoch": 1, **record, "run": run}) + "\n")
+
+
 def meta_with(d: Path, **raw: str) -> Path:
     """A 1-part partition whose meta.json has the given keys set to the given JSON texts (numbers of any size)."""
     import json
@@ -534,6 +544,10 @@ CASES = [
     Case("train-dir-name-too-long", "train DIR on 2 ranks, DIR's name 300 bytes (over the limit)",
          lambda d: ["train", str(d / ("d" * 300)), "--epochs", "1"], "file name too long for the file system",
          ranks=2),
+    Case("metrics-load-not-a-number", "report of a metrics file whose run header's node.load_average is \"busy\"",
+         lambda d: ["report", str(header_metrics(d, {"node": {"ranks": 1, "cores": 2, "load_average": "busy"}})),
+                    "--out", str(d / "report")],
+         'field run.node.load_average: expected a number >= 0 or null, got "busy"'),
 ]
 
 

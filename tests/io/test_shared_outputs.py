@@ -234,6 +234,8 @@ class TestResumeMetrics:
         assert self.run(tmp_path, metrics).returncode == 0
         assert self.run(tmp_path, metrics, "--resume", epochs=6).returncode == 0
         assert epochs(metrics) == [1, 2, 3, 4, 5, 6]
+        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+        assert [r.get("resumed_after") for r in records] == [None, None, None, None, 4, None]  # where it resumed
 
     def test_restart_metrics_needs_resume(self, tmp_path):
         done = distgcn_in_process(["train", *TRAIN, "--restart-metrics"])

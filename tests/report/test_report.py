@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import struct
 import sys
@@ -19,12 +20,23 @@ from distgcn.io.schema import EPOCH_KEYS
 from distgcn.partitioning.metrics import comm_matrix
 from distgcn.report.analysis import (
     SPLIT_PARTS,
+    BalanceLimits,
+    balance_limits,
     colour_limits,
     model_groups,
     setting_groups,
     timing,
 )
-from distgcn.report.figures import curves, graph_panels, partition_panels, run_style
+from distgcn.report.figures import (
+    EFFICIENCY_TOP,
+    balance_figure,
+    curves,
+    curves_figure,
+    graph_panels,
+    partition_panels,
+    run_style,
+    scaling_figure,
+)
 from distgcn.report.inputs import Partition, load_inputs
 
 pytest.importorskip("matplotlib")
@@ -43,12 +55,14 @@ def partition_dir(tmp_path_factory) -> Path:
 
 
 def write_metrics(path: Path, epoch_ms: float, *, ranks: int | None, model: str | None, epochs: int = 6,
-                  graph: str = "toy", cores: int | None = None) -> Path:
+                  graph: str = "toy", cores: int | None = None, run: dict | None = None, node: dict | None = None,
+                  extra: dict[int, dict] | None = None) -> Path:
     """A synthetic metrics file: steady epochs of ``epoch_ms`` after a slower first one.
 
     The per-key maxima (compute 60%, halo wait 50%, allreduce 10% of the epoch) add up to more than the epoch,
     as when different ranks are slowest in different parts; the slowest rank's own split (50/40/10) adds up to it.
-    ``cores``: record rank 0's node as ``ranks`` ranks on that many cores.
+    ``cores``: record rank 0's node as ``ranks`` ranks on that many cores, with ``node``'s further keys; ``run``:
+    further header keys; ``extra``: further keys of the records of some epochs.
     """
     lines = []
     for epoch in range(1, epochs + 1):
@@ -61,8 +75,10 @@ def write_metrics(path: Path, epoch_ms: float, *, ranks: int | None, model: str 
                   "slowest_comm_wait_s": 0.4 * epoch_s, "slowest_allreduce_s": 0.1 * epoch_s}
         if epoch == 1 and ranks is not None:
             record["run"] = {"ranks": ranks, "partition_model": model, "graph": {"name": graph}}
+            record["run"].update(run or {})
             if cores is not None:
-                record["run"]["node"] = {"ranks": ranks, "cores": cores, "device": "cpu"}
+                record["run"]["node"] = {"ranks": ranks, "cores": cores, "device": "cpu", **(node or {})}
+        record.update((extra or {}).get(epoch, {}))
         lines.append(json.dumps(record))
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -142,12 +158,13 @@ def test_summary_tables(tmp_path, runs, partition_dir):
     assert report([*map(str, runs), str(partition_dir)], out) == 0
     text = (out / "summary.md").read_text()
     rows = summary_rows(text)
-    # run, file, graph, model, P, ranks/cores, epochs, final loss, final test acc, best val (test), epoch, IQR
-    assert rows["toy, RP, P=4"][:11] == ["toy, RP, P=4", "rp4", "toy", "RP", "4", "?", "6", "0.1667", "0.3600",
+    # run, file, graph, model, P, ranks×threads/cores, load, epochs, final loss, final test acc, best val (test),
+    # epoch, IQR
+    assert rows["toy, RP, P=4"][:12] == ["toy, RP, P=4", "rp4", "toy", "RP", "4", "?", "?", "6", "0.1667", "0.3600",
                                           "0.4600 (0.3600)", "50.00"]
     assert rows["toy, HP, P=4"][3:5] == ["HP", "4"] and rows["toy, SHP, P=4"][3] == "SHP"
     # the slowest rank's split of the median, which adds up to it (the per-key maxima would give 30 + 25 + 5)
-    assert rows["toy, RP, P=4"][11:15] == ["50.00 to 50.00", "25.00", "20.00", "5.00"]
+    assert rows["toy, RP, P=4"][12:16] == ["50.00 to 50.00", "25.00", "20.00", "5.00"]
     # Strong scaling: efficiency T1 / (P * TP) = 100 / (2 * 62.5) and 100 / (4 * 50).
     scaling = [line for line in text.splitlines() if line.startswith("| toy, RP |")]
     assert [cells.split(" | ")[1:6] for cells in scaling] == [
@@ -155,7 +172,8 @@ def test_summary_tables(tmp_path, runs, partition_dir):
         ["4", "50.00", "50.00 to 50.00", "2.00", "0.50"]]
     assert rows[f"{SBM_NAME}, RP, P=3"][1:6] == ["p3", SBM_NAME, "RP", "numpy.random.default_rng", "3"]
     assert "![Communication matrix: " in text and "](comm-p3.png)" in text
-    assert all("?" not in rows[f"toy, {name}"][2:5] for name in ("RP, P=1", "GP, P=4", "SHP, P=4"))  # named
+    assert all("?" not in rows[f"toy, {name}"][2:5] for name in ("GP, P=4", "SHP, P=4"))  # named
+    assert rows["toy, 1 rank"][2:5] == ["toy", "?", "1"]  # one rank: no partition, so no model
 
 
 def test_the_split_adds_up_to_the_median_epoch_and_never_exceeds_it(tmp_path):
@@ -210,20 +228,65 @@ def test_repeats_give_a_median_and_their_range_one_run_its_epoch_quartiles(tmp_p
     assert list(groups) == [("toy", "RP", 2)] and len(groups["toy", "RP", 2]) == 3
 
 
-def test_oversubscribed_runs_are_marked(tmp_path):
-    over = write_metrics(tmp_path / "over.jsonl", 50.0, ranks=4, model="random", cores=2)
-    fits = write_metrics(tmp_path / "fits.jsonl", 50.0, ranks=2, model="random", cores=2)
-    unknown = write_metrics(tmp_path / "old.jsonl", 50.0, ranks=2, model="graph")
-    runs, _ = load_inputs([str(over), str(fits), str(unknown)])
-    assert [r.oversubscribed for r in runs] == [True, False, None]
-    assert timing(runs[:2]).oversubscribed is True and timing(runs[2:]).oversubscribed is None
+def test_contention_is_marked_from_ranks_times_threads_and_the_load(tmp_path):
+    """Issue #50: 1 or 2 ranks of 2 threads on 2 cores, or a busy node, were reported "oversubscribed: no"."""
+    files = {
+        # older files: no verdict recorded, so rank 0's ranks × threads (ranks alone without threads) against cores
+        "ranks": write_metrics(tmp_path / "ranks.jsonl", 50.0, ranks=4, model="random", graph="a", cores=2),
+        "threads": write_metrics(tmp_path / "threads.jsonl", 50.0, ranks=2, model="random", graph="b", cores=2,
+                                 run={"threads": 2}),
+        "fits": write_metrics(tmp_path / "fits.jsonl", 50.0, ranks=2, model="random", graph="c", cores=2,
+                              run={"threads": 1}),
+        # files with the verdicts: the busy node's other processes hold 4.1 of its 2 CPUs
+        "busy": write_metrics(tmp_path / "busy.jsonl", 50.0, ranks=2, model="random", graph="d", cores=2,
+                              run={"threads": 1}, node={"threads_per_rank": 1, "load_average": 5.0,
+                                                        "other_load": 4.1, "oversubscribed": False, "busy": True}),
+        "idle": write_metrics(tmp_path / "idle.jsonl", 50.0, ranks=2, model="random", graph="e", cores=2,
+                              run={"threads": 1}, node={"threads_per_rank": 1, "load_average": 0.2,
+                                                        "other_load": 0.0, "oversubscribed": False, "busy": False}),
+        "unknown": write_metrics(tmp_path / "old.jsonl", 50.0, ranks=2, model="graph", graph="f"),
+    }
+    runs, _ = load_inputs([str(path) for path in files.values()])
+    assert [r.contention for r in runs] == [["oversubscribed"], ["oversubscribed"], [], ["busy node"], [], None]
+    assert [r.threads for r in runs] == [None, 2, 1, 1, 1, None]
+    assert timing(runs[:3]).contention == ["oversubscribed"] and timing(runs[5:]).contention is None
+    assert timing(runs[2:4]).contention == ["busy node"] and timing(runs[4:5]).contention == []
     out = tmp_path / "report"
-    assert report([str(over), str(fits), str(unknown)], out) == 0
+    assert report([str(path) for path in files.values()], out) == 0
     rows = summary_rows((out / "summary.md").read_text())
-    assert rows["toy, RP, P=4"][5] == "4/2 oversubscribed" and rows["toy, RP, P=2"][5] == "2/2"
-    assert rows["toy, GP, P=2"][5] == "?"
-    scaling = [line for line in (out / "summary.md").read_text().splitlines() if line.startswith("| toy, RP |")]
-    assert [line.rstrip(" |").rsplit(" | ", 1)[1] for line in scaling] == ["no", "yes"]
+    cells = {graph: rows[f"{graph}, {model}, P={ranks}"][5:7] for graph, model, ranks in
+             [("a", "RP", 4), ("b", "RP", 2), ("c", "RP", 2), ("d", "RP", 2), ("e", "RP", 2), ("f", "GP", 2)]}
+    assert cells == {"a": ["4×?/2 oversubscribed", "?"], "b": ["2×2/2 oversubscribed", "?"], "c": ["2×1/2", "?"],
+                     "d": ["2×1/2 busy node", "5.00 (4.10)"], "e": ["2×1/2", "0.20 (0.00)"], "f": ["?", "?"]}
+
+
+def test_an_efficiency_above_one_is_flagged_as_contention_not_drawn_as_a_result(tmp_path):
+    """P = 1 at 100 ms (its two threads slowed on a busy node), P = 2 at 10 ms: efficiency 100 / (2 · 10) = 5, which
+    no run can reach; P = 4 at 30 ms: 100 / (4 · 30) = 0.83, a result."""
+    paths = [write_metrics(tmp_path / "p1.jsonl", 100.0, ranks=1, model="hypergraph", graph="fb", cores=2,
+                           node={"threads_per_rank": 2}),
+             write_metrics(tmp_path / "p2.jsonl", 10.0, ranks=2, model="hypergraph", graph="fb", cores=2,
+                           node={"threads_per_rank": 1}),
+             write_metrics(tmp_path / "p4.jsonl", 30.0, ranks=4, model="hypergraph", graph="fb", cores=4,
+                           node={"threads_per_rank": 1})]
+    runs, _ = load_inputs(list(map(str, paths)))
+    out = tmp_path / "report"
+    assert report(list(map(str, paths)), out) == 0
+    text = (out / "summary.md").read_text()
+    scaling = [line.strip("| ").split(" | ") for line in text.splitlines() if line.startswith("| fb, HP |")]
+    assert [(cells[1], cells[5]) for cells in scaling] == [("1", "1.00"), ("2", "5.00 (above 1: contention)"),
+                                                          ("4", "0.83")]
+    assert "**Efficiency above 1 is a sign of contention, not a result:** fb, HP at P=2 (5.00, against P=1)" in text
+
+    fig = scaling_figure(runs)
+    _, eff_ax = fig.axes
+    assert eff_ax.get_ylim()[1] <= EFFICIENCY_TOP < 5.0
+    drawn = [y for line in eff_ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float)]
+    assert max(drawn) < EFFICIENCY_TOP  # 5.0 is not a point of any line: it is written, not drawn to scale
+    series = [line for line in eff_ax.get_lines() if line.get_label() == "fb, HP"]
+    assert len(series) == 1 and list(series[0].get_xdata()) == [1, 4]  # the line joins the results only
+    assert any("5.00: above 1" in text.get_text() for text in eff_ax.texts)
+    assert "a sign of contention" in eff_ax.get_title()
 
 
 def test_curves_draw_one_row_of_panels_per_graph_and_every_run_in_its_legend(tmp_path):
@@ -237,6 +300,104 @@ def test_curves_draw_one_row_of_panels_per_graph_and_every_run_in_its_legend(tmp
     styles = [run_style(i) for i in range(len(panels["cora"]))]
     assert styles[0]["marker"] != styles[1]["marker"] and styles[0]["linestyle"] != styles[1]["linestyle"]
     assert png_size(curves(runs, tmp_path / "curves.png")) == (1200, 720)  # two rows of 3.6 inches
+
+
+def flat_random_labels(path: Path, classes: int = 8, epochs: int = 6) -> Path:
+    """A run on random labels: the loss stays at ln C, moving by parts in 10⁴; accuracies stay near 1/C."""
+    path = write_metrics(path, 20.0, ranks=2, model="hypergraph", graph="rmat", epochs=epochs, cores=2,
+                         run={"graph": {"name": "rmat", "spec": "synthetic:rmat,scale=8", "random_labels": True},
+                              "widths": [16, 16, classes]})
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in records:
+        r.update(loss=math.log(classes) + 1e-4 * (-1) ** r["epoch"], train_acc=0.126, val_acc=0.124, test_acc=0.125)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_curves_of_random_labels_say_so_on_a_plain_axis_from_zero(tmp_path):
+    """Issue #50: a flat ln 8 loss drawn on an offset axis (+2.079, span 3·10⁻⁴) looked like learning."""
+    runs, _ = load_inputs([str(flat_random_labels(tmp_path / "flat.jsonl"))])
+    fig = curves_figure(runs)
+    fig.canvas.draw()
+    loss_ax, acc_ax = fig.axes[:2]
+    formatter = loss_ax.yaxis.get_major_formatter()
+    assert formatter.get_offset() == "" and formatter.get_useOffset() is False  # no +2.079 above the axis, ever
+    assert all("e" not in tick.get_text() for tick in loss_ax.get_yticklabels())  # nor a common 1e-4
+    low, high = loss_ax.get_ylim()
+    assert low == 0 and high >= math.log(8)  # the whole loss, not its last digits
+    for ax in (loss_ax, acc_ax):
+        assert "labels are random (8 classes)" in ax.get_title()
+    chance = {round(float(line.get_ydata()[0]), 6) for ax in (loss_ax, acc_ax) for line in ax.get_lines()
+              if line.get_linestyle() == ":" and len(set(line.get_ydata())) == 1}
+    assert {round(math.log(8), 6), round(1 / 8, 6)} <= chance
+
+
+def test_training_records_whether_its_labels_are_random(tmp_path):
+    """The run header says what the report's curves need: drawn labels on an unlabelled graph, an SBM's own."""
+    edges = tmp_path / "g.txt"
+    edges.write_text("".join(f"{v} {(v * 7 + 1) % 60}\n" for v in range(60)))
+    for name, args in (("drawn", ["--graph", str(edges), "--features", "4", "--classes", "5"]),
+                       ("own", ["--graph", GRAPH])):
+        done = distgcn_in_process(["train", *args, "--epochs", "1", "--quiet", "--metrics",
+                                   str(tmp_path / f"{name}.jsonl")])
+        assert done.returncode == 0, done.stderr
+    runs, _ = load_inputs([str(tmp_path / "drawn.jsonl"), str(tmp_path / "own.jsonl")])
+    assert [run.random_labels for run in runs] == [True, False] and runs[0].classes == 5
+
+
+def test_curves_show_every_accuracy_and_keep_the_legend_off_the_panels(tmp_path):
+    paths = [write_metrics(tmp_path / f"{i}.jsonl", 50.0, ranks=2, model=model, graph=graph)
+             for i, (model, graph) in enumerate([("random", "cora"), ("hypergraph", "cora"), ("random", "pubmed")])]
+    runs, _ = load_inputs(list(map(str, paths)))
+    fig = curves_figure(runs)
+    fig.canvas.draw()
+    acc_axes = fig.axes[1::2]
+    for run in runs:  # its train, validation and test accuracy, each a curve of the panel of its graph
+        ax = acc_axes[0 if run.graph == "cora" else 1]
+        drawn = [list(line.get_ydata()) for line in ax.get_lines()]
+        for key in ("train_acc", "val_acc", "test_acc"):
+            assert list(run.series(key)) in drawn, key
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2
+    whole = fig.bbox
+    for legend in legends:
+        box = legend.get_window_extent()
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1
+        for ax in fig.axes:  # over no panel, so over no curve
+            assert not box.overlaps(ax.get_window_extent()), (legend.get_title().get_text(), ax.get_title())
+
+
+def test_a_resumed_run_is_marked_on_its_curves(tmp_path, partition_dir):
+    """A real run resumed from its checkpoint of epoch 2: its metrics file says so, and the curves mark it."""
+    metrics = tmp_path / "m.jsonl"
+    common = ["train", str(partition_dir), "--hidden", "4", "--quiet", "--metrics", str(metrics), "--checkpoint-dir",
+              str(tmp_path / "ckpt"), "--checkpoint-every", "2"]
+    assert distgcn_in_process([*common, "--epochs", "2"], ranks=3).returncode == 0
+    resumed = distgcn_in_process([*common, "--epochs", "4", "--resume"], ranks=3)
+    assert resumed.returncode == 0, resumed.stderr
+    runs, _ = load_inputs([str(metrics)])
+    assert [r["epoch"] for r in runs[0].records] == [1, 2, 3, 4] and runs[0].resumed_after == [2]
+    fig = curves_figure(runs)
+    for ax in fig.axes[:2]:
+        marks = [line for line in ax.get_lines() if list(line.get_xdata()) == [2.5, 2.5]]
+        assert len(marks) == 1, ax.get_title()
+    assert any(text.get_text() == "resumed after epoch 2" for text in fig.axes[0].texts)
+
+
+def test_balance_figures_of_one_graph_share_their_scales(tmp_path, partition_dir):
+    other = tmp_path / "graph3"
+    proc = distgcn_in_process(["partition", GRAPH, "--parts", "3", "--model", "graph", "--out", str(other),
+                               "--quiet"])
+    assert proc.returncode == 0, proc.stderr
+    _, partitions = load_inputs([str(partition_dir), str(other)])
+    tops = [max(int(p.comm.sum(axis=0).max()), int(p.comm.sum(axis=1).max())) for p in partitions]
+    assert tops[0] != tops[1]  # a scale of its own per figure would differ
+    scales = balance_limits(partitions)
+    assert scales == {SBM_NAME: BalanceLimits(max(tops), max(int(p.nonzeros.max()) for p in partitions))}
+    figures = [balance_figure(part, scales[SBM_NAME], shared_by=2) for part in partitions]
+    for row in range(2):  # the volume panels, then the load panels, each pair on one scale
+        assert figures[0].axes[row].get_ylim() == figures[1].axes[row].get_ylim()
+    assert "scales shared by the 2 partitions" in figures[0].axes[0].get_title()
 
 
 def test_communication_matrices_of_one_graph_share_their_colour_scale(tmp_path, partition_dir):
@@ -274,7 +435,7 @@ def test_runs_without_a_header_are_unknown_unless_annotated(tmp_path):
     out = tmp_path / "report"
     assert report([str(bare)], out) == 0
     text = (out / "summary.md").read_text()
-    assert "| old | old | ? | ? | ? | ? | 6 |" in text and "FILE@ranks=P" in text
+    assert "| old | old | ? | ? | ? | ? | ? | 6 |" in text and "FILE@ranks=P" in text
 
 
 @pytest.mark.parametrize("epoch_ms, steady_ms", [
@@ -301,6 +462,23 @@ def test_bad_metrics_files_are_one_line_errors(tmp_path, capsys, content, messag
     (tmp_path / "old.jsonl").write_text(content)
     assert report([str(tmp_path / "old.jsonl")], tmp_path / "out") == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("node", {"threads_per_rank": "x"}, 'field run.node.threads_per_rank: expected an integer >= 1, got "x"'),
+    ("node", {"load_average": -1}, "field run.node.load_average: expected a number >= 0 or null, got -1"),
+    ("node", {"busy": "yes"}, 'field run.node.busy: expected true or false or null, got "yes"'),
+    ("run", {"widths": [8, "x"]}, 'field run.widths[1]: expected an integer >= 1, got "x"'),
+    ("epoch", {"resumed_after": "2"}, 'field resumed_after: expected an integer >= 1, got "2"'),
+])
+def test_what_the_report_reads_of_a_header_is_checked(tmp_path, capsys, where, value, message):
+    """The keys the report reads for contention, labels and resumes: a bad one is a one-line error, no traceback."""
+    path = write_metrics(tmp_path / "m.jsonl", 10.0, ranks=2, model="random", cores=2,
+                         node=value if where == "node" else None, run=value if where == "run" else None,
+                         extra={1: value} if where == "epoch" else None)
+    assert report([str(path)], tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
@@ -364,12 +542,12 @@ def test_runs_are_labelled_by_dataset_name_not_path(tmp_path):
         paths.append(str(path))
     runs, _ = load_inputs(paths)
     assert [r.graph for r in runs] == ["soc-Slashdot0902", "soc-Slashdot0902"]
-    assert [r.label for r in runs] == ["soc-Slashdot0902, RP, P=1", "soc-Slashdot0902, RP, P=2"]
+    assert [r.label for r in runs] == ["soc-Slashdot0902, 1 rank", "soc-Slashdot0902, RP, P=2"]
     assert [r.name for r in runs] == ["p1/run", "p2/run"]  # figure files keep their names
     out = tmp_path / "report"
     assert report(paths, out) == 0
     text = (out / "summary.md").read_text()
-    assert str(tmp_path) not in text and "| soc-Slashdot0902, RP, P=1 | p1/run |" in text
+    assert str(tmp_path) not in text and "| soc-Slashdot0902, 1 rank | p1/run |" in text
     assert {p.name for p in out.glob("time-*.png")} == {"time-p1-run.png", "time-p2-run.png"}
 
 
