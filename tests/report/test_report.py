@@ -201,7 +201,7 @@ def test_the_slowest_rank_split_is_gathered_from_every_rank():
         epoch_s, wait_s = [(0.080, 0.070), (0.100, 0.010), (0.050, 0.020)][transport.rank]
         fake = SimpleNamespace(counters=CommCounters(comm_wait_s=wait_s), transport=transport,
                                global_counts={"train": 1, "val": 1, "test": 1})
-        hits = {"train_hits": 0, "val_hits": 0, "test_hits": 0}
+        hits = {"train_hits": 0, "val_hits": 0, "test_hits": 0, "val_loss": 0.0}
         return Trainer._reduce_metrics(fake, 1, 0.0, hits, epoch_s)
 
     for record in run_ranks(3, rank_main):
