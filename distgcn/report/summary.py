@@ -91,10 +91,20 @@ def run_rows(runs: list[Run]) -> list[list[object]]:
         split = [_ms(t.split_s[key]) if t.split_s else None for key, _ in SPLIT_PARTS]
         rows.append([run.label, run.name, run.graph, run.model, run.ranks, _node(run), _load(run), len(run.records),
                      f"{last['loss']:.4f}", f"{last['test_acc']:.4f}",
-                     f"{best['val_acc']:.4f} ({best['test_acc']:.4f})", _ms(t.median_s),
+                     f"{best['val_acc']:.4f} ({best['test_acc']:.4f})", _kept(run), _ms(t.median_s),
                      f"{_ms(t.low_s)} to {_ms(t.high_s)}", *split, f"{run.steady('halo_rows'):.0f}",
                      f"{run.steady('messages'):.0f}"])
     return rows
+
+
+def _kept(run: Run) -> str:
+    """Which epoch's weights the run kept (``--keep-best``), with that epoch's test accuracy; else "last"."""
+    metric = (run.header.get("selection") or {}).get("keep_best")
+    epoch = run.records[-1].get("best_epoch")
+    kept = next((r for r in run.records if r["epoch"] == epoch), None) if metric and epoch else None
+    if kept is None:
+        return "last" if not metric else f"best {metric}"
+    return f"{epoch}, best {metric} ({kept['test_acc']:.4f})"
 
 
 def setting_rows(runs: list[Run]) -> list[list[object]]:
@@ -141,10 +151,11 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
                           "1-minute load average as the run started (other processes' part). Such times include "
                           "waiting for a core, and their comm share counts it. Traffic is per epoch, "
                           "summed over ranks; the best validation accuracy is followed by the test accuracy at that "
-                          "epoch.",
+                          "epoch. kept: the epoch whose weights the run kept (--keep-best; its test accuracy), or "
+                          "last.",
                           table(["run", "file", "graph", "model", "P", "ranks×threads/cores", "load", "epochs",
                                  "final loss",
-                                 "final test acc", "best val acc (test)", "epoch (ms)", "epoch IQR (ms)",
+                                 "final test acc", "best val acc (test)", "kept", "epoch (ms)", "epoch IQR (ms)",
                                  "compute (ms)", "halo wait (ms)", "allreduce (ms)", "halo rows", "messages"],
                                 run_rows(runs), numeric_from=4))
         if any(None in (r.graph, r.ranks, r.model) for r in runs):

@@ -159,12 +159,12 @@ def test_summary_tables(tmp_path, runs, partition_dir):
     text = (out / "summary.md").read_text()
     rows = summary_rows(text)
     # run, file, graph, model, P, ranks×threads/cores, load, epochs, final loss, final test acc, best val (test),
-    # epoch, IQR
-    assert rows["toy, RP, P=4"][:12] == ["toy, RP, P=4", "rp4", "toy", "RP", "4", "?", "?", "6", "0.1667", "0.3600",
-                                          "0.4600 (0.3600)", "50.00"]
+    # kept, epoch, IQR
+    assert rows["toy, RP, P=4"][:13] == ["toy, RP, P=4", "rp4", "toy", "RP", "4", "?", "?", "6", "0.1667", "0.3600",
+                                          "0.4600 (0.3600)", "last", "50.00"]
     assert rows["toy, HP, P=4"][3:5] == ["HP", "4"] and rows["toy, SHP, P=4"][3] == "SHP"
     # the slowest rank's split of the median, which adds up to it (the per-key maxima would give 30 + 25 + 5)
-    assert rows["toy, RP, P=4"][12:16] == ["50.00 to 50.00", "25.00", "20.00", "5.00"]
+    assert rows["toy, RP, P=4"][13:17] == ["50.00 to 50.00", "25.00", "20.00", "5.00"]
     # Strong scaling: efficiency T1 / (P * TP) = 100 / (2 * 62.5) and 100 / (4 * 50).
     scaling = [line for line in text.splitlines() if line.startswith("| toy, RP |")]
     assert [cells.split(" | ")[1:6] for cells in scaling] == [
@@ -566,3 +566,17 @@ def test_jobs_collect_splits_the_epoch_as_the_slowest_rank_spent_it(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
     [row] = scaling_table(dict([load_metrics(path)]))
     assert (row["compute_s"], row["comm_wait_s"], row["allreduce_s"]) == (0.09, 0.06, 0.01)
+
+
+def test_the_kept_epoch_is_named_with_its_test_accuracy(tmp_path):
+    """A run with --keep-best names the epoch whose weights it kept (the last record's best_epoch) and that epoch's
+    test accuracy; a run without it kept the last epoch's."""
+    kept = write_metrics(tmp_path / "kept.jsonl", 10.0, ranks=2, model="random",
+                         run={"selection": {"keep_best": "val_loss", "watched": "val_loss", "patience": None}},
+                         extra={epoch: {"best_epoch": min(epoch, 4)} for epoch in range(1, 7)})
+    plain = write_metrics(tmp_path / "plain.jsonl", 10.0, ranks=2, model="hypergraph")
+    out = tmp_path / "report"
+    assert distgcn_in_process(["report", str(kept), str(plain), "--out", str(out)]).returncode == 0
+    rows = summary_rows((out / "summary.md").read_text())
+    cells = {row[1]: row[11] for row in rows.values() if len(row) > 11 and row[1] in ("kept", "plain")}
+    assert cells == {"kept": "4, best val_loss (0.3400)", "plain": "last"}
