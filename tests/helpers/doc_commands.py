@@ -57,8 +57,14 @@ class Shown:
         return f"{self.doc}#{self.block}.{self.position}:{' '.join(self.args)[:50]}"
 
 
+SHELL_LANGUAGES = ("", "bash", "sh", "shell", "console")
+"""The info strings of a fenced block of commands; a ``text`` block (a command's output) is not one."""
+
+
 def shell_blocks(text: str) -> list[str]:
-    return re.findall(r"```(?:bash|sh|shell|console)?\n(.*?)```", text, re.S)
+    """The bodies of the fenced blocks of commands, each fence at the start of a line (indented in a list item)."""
+    return [body for language, body in re.findall(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```", text, re.S | re.M)
+            if language in SHELL_LANGUAGES]
 
 
 def shown_commands() -> Iterator[Shown]:
