@@ -534,6 +534,11 @@ CASES = [
     Case("train-dir-name-too-long", "train DIR on 2 ranks, DIR's name 300 bytes (over the limit)",
          lambda d: ["train", str(d / ("d" * 300)), "--epochs", "1"], "file name too long for the file system",
          ranks=2),
+    Case("stochastic-without-sampler", "partition --model stochastic without --sampler, on a graph file that "
+         "would not load (refused before it is read)",
+         lambda d: ["partition", str(write(d, "g.txt", "0 x\n")), "--parts", "2", "--model", "stochastic", "--out",
+                    str(d / "out")],
+         "--model stochastic needs a sampler: give --sampler and --batch-size (the minibatches it partitions for)"),
 ]
 
 
