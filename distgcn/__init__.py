@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+__version__ = "0.1.0"
+"""The package's version: pyproject.toml reads it from here, ``distgcn --version`` prints it."""
+
 _API = ("GraphOptions", "Partition", "RankOutputs", "SavedWeights", "TrainResult", "VertexRows", "default_transport",
         "from_networkx", "from_pyg", "from_scipy", "load_graph", "load_weights", "partition", "predict", "to_networkx",
         "to_scipy", "train")

@@ -621,6 +621,9 @@ class PartitionConfig:
         _positive(s, "features", self.features, optional=True)
         _positive(s, "classes", self.classes, optional=True)
         _positive(s, "shp_samples", given.shp_samples, optional=True)
+        _require(given.model != "stochastic" or given.sampler is not None, f"{s}.sampler",
+                 f"{{{s}.model}} stochastic needs a sampler: give {{{s}.sampler}} and {{{s}.batch_size}} (the "
+                 "minibatches it partitions for)")
         if given.shp_epsilon is not None:
             _non_negative(s, "shp_epsilon", given.shp_epsilon)
             _require(given.shp_epsilon > 0, f"{s}.shp_epsilon",

@@ -26,7 +26,7 @@ import threading
 import types
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from unittest import mock
 
@@ -125,13 +125,16 @@ def run_distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: 
 
     Each rank runs the command line's own pipeline (``distgcn.cli.main.main``); only
     the transport that ``train`` starts is swapped for the rank's in-process
-    one. A failure on any rank is raised here once every rank has ended.
+    one, and the rank and rank count that ``train`` reads from its launcher
+    before the transport starts (``launch.this_process``) are the rank's own.
+    A failure on any rank is raised here once every rank has ended.
     ``train`` sets torch's thread count and the OpenMP variables for the whole
     process (the same value on every rank): they are restored afterwards.
     """
     import torch
 
     from distgcn.cli.main import main
+    from distgcn.comm import launch
     from distgcn.comm.transport import setup
     from distgcn.comm.transport.inprocess import InProcessTransport, run_ranks
 
@@ -144,7 +147,12 @@ def run_distgcn_in_process(args: list[str] | Callable[[int], list[str]], ranks: 
     threads = torch.get_num_threads()
     saved = {var: os.environ.get(var) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     try:
-        with mock.patch.object(setup, "make_transport", lambda backend: local.transport):
+        def this_rank() -> launch.Launch:
+            """The launch the environment describes (none, unless a test sets one), at this rank's place."""
+            return replace(launch.detect(os.environ), rank=local.transport.rank, world_size=ranks)
+
+        with mock.patch.object(setup, "make_transport", lambda backend: local.transport), \
+                mock.patch.object(launch, "this_process", this_rank):
             return run_ranks(ranks, rank_main)
     finally:
         torch.set_num_threads(threads)

@@ -200,9 +200,24 @@ def _default_partition() -> str | None:
 
 def _partition_options(args: argparse.Namespace) -> list[str]:
     sbatch_args = shlex.split(args.sbatch_args)
-    cpus = args.partition_cpus or min(MAX_PARTITION_CPUS, node_cpus(_slurm_partition(sbatch_args)))
+    cpus = args.partition_cpus or _default_partition_cpus(_slurm_partition(sbatch_args), args.dry_run)
     return ["--job-name=distgcn-partition", "--nodes=1", "--ntasks=1", f"--cpus-per-task={cpus}",
             f"--time={args.time}", *sbatch_args]
+
+
+def _default_partition_cpus(partition: str | None, dry_run: bool) -> int:
+    """The partition job's cores without --partition-cpus: the largest node's, at most MAX_PARTITION_CPUS.
+
+    A dry run where sinfo is not (a laptop, to see the commands before logging in) shows the cap, and says so in
+    a comment line of its output, which stays a script: it cannot know the nodes, and the cap is what it would
+    ask for on any node that has that many cores.
+    """
+    if dry_run and shutil.which("sinfo") is None:
+        print(f"# sinfo not found: the partition job's --cpus-per-task is shown as {MAX_PARTITION_CPUS}, the most "
+              "it asks for; submitted on the cluster it asks for the largest node's cores, at most that, unless "
+              "--partition-cpus is given")
+        return MAX_PARTITION_CPUS
+    return min(MAX_PARTITION_CPUS, node_cpus(partition))
 
 
 def _check_nodes(args: argparse.Namespace, tasks: int) -> None:

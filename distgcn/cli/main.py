@@ -25,7 +25,11 @@ COMMANDS = (train, predict, partition, stats, report, jobs)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from distgcn import __version__
+
     parser = argparse.ArgumentParser(prog="distgcn", description="Distributed full-graph GCN training.")
+    parser.add_argument("--version", action="version", version=f"distgcn {__version__}",
+                        help="print the version of distgcn and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(subparsers).set_defaults(handler=command.run)

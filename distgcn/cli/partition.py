@@ -63,7 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     part.add_argument("--seed", type=seed_int, **field_options(PartitionerConfig, "seed"),
                       help="seed of the partitioner and of random features, 0..2147483647 (default: 0)")
     add_graph_options(part, PartitionConfig)
-    add_sampler_options(part)
+    add_sampler_options(part, required_by="--model stochastic")
     add_shp_options(part)
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -75,7 +75,18 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            "SpMM's work, as the paper) or work (nonzeros plus the mean row's nonzeros, which also "
                            "counts per-row dense work; better on skewed graphs) (default: nonzeros)")
     part.set_defaults(field_name=field_flags(part))
+    part.usage = _usage_with_the_stochastic_model(part)
     return part
+
+
+def _usage_with_the_stochastic_model(parser: argparse.ArgumentParser) -> str:
+    """argparse's usage, and a second synopsis for ``--model stochastic``, which requires --sampler and
+    --batch-size: argparse can mark a flag required for every model or for none, not for one."""
+    generated = parser.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    sampler = next(action for action in parser._actions if action.dest == "sampler")
+    indent = " " * len(f"usage: {parser.prog} ")
+    return (generated.replace(parser.prog, "%(prog)s", 1) + "\n       %(prog)s --model stochastic --sampler "
+            f"{{{','.join(sampler.choices)}}}\n{indent}--batch-size N [options] --parts P --out DIR GRAPH")
 
 
 def partition_config(args: argparse.Namespace) -> PartitionConfig:

@@ -8,6 +8,7 @@ parser disagree, so the documented options cannot drift from the real ones.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -39,11 +40,17 @@ def _cell(text: str | None) -> str:
     return " ".join((text or "").split()).replace("|", "\\|")
 
 
+def _synopses(parser: argparse.ArgumentParser) -> list[str]:
+    """The usage, one line per synopsis (``partition`` has a second one for the stochastic model)."""
+    usage = parser.format_usage().removeprefix("usage: ")
+    return [" ".join(synopsis.split()) for synopsis in re.split(rf"\n\s*(?={re.escape(parser.prog)} )", usage)]
+
+
 def _command_section(path: str, parser: argparse.ArgumentParser) -> list[str]:
     lines = [f"### `{path}`", ""]
     if parser.description:
         lines += [_cell(parser.description), ""]
-    lines += ["```", " ".join(parser.format_usage().split()).removeprefix("usage: "), "```", "",
+    lines += ["```", *_synopses(parser), "```", "",
               "| argument | meaning |", "|---|---|"]
     for action in parser._actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):

@@ -23,9 +23,11 @@ _positive_float = checked_type(float, lambda v: v > 0 and v != float("inf"), "a 
 _open_probability = checked_type(float, lambda v: 0 < v < 1, "a probability in (0, 1)")
 
 
-def add_sampler_options(parser: argparse.ArgumentParser) -> None:
-    """--sampler, --batch-size and the sampler-specific options (docs/minibatch.md, "Samplers")."""
-    group = parser.add_argument_group("minibatch sampler")
+def add_sampler_options(parser: argparse.ArgumentParser, required_by: str | None = None) -> None:
+    """--sampler, --batch-size and the sampler-specific options (docs/minibatch.md, "Samplers"); ``required_by``
+    names the setting that requires the first two, in the group's title."""
+    title = "minibatch sampler" + (f" ({required_by} requires --sampler and --batch-size)" if required_by else "")
+    group = parser.add_argument_group(title)
     group.add_argument("--sampler", choices=list(SAMPLERS), help="subgraph sampler for minibatches")
     group.add_argument("--batch-size", type=positive_int, metavar="N",
                        help="target vertices per minibatch (node, edge: vertices drawn; rw: roots x walk "

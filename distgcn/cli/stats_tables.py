@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distgcn.config import ModelConfig, default_of
+from distgcn.memory import baseline
 from distgcn.memory.from_sizes import GraphSpec, predict_graph
 from distgcn.memory.prediction import predict, shard_sizes, sizes_of
 from distgcn.shard.directory import (
@@ -28,7 +29,8 @@ JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volu
 
 
 def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool = True) -> list[dict]:
-    """Per rank: its sizes and predicted peak bytes on a GPU (device) and on a CPU (process data).
+    """Per rank: its sizes, the peak bytes distgcn is predicted to allocate on a GPU (device) and on a CPU
+    (process data), and on a CPU the total with the runtime baseline (:mod:`distgcn.memory.baseline`).
 
     With ``verify``, each shard is read whole and checked against meta.json, not just its headers: what
     is reported on must be what training would read. Without (the summary ``partition`` prints of the
@@ -40,10 +42,39 @@ def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool 
             sizes = sizes_of(load_listed_shard(directory, meta, rank))
         else:
             sizes = shard_sizes(directory / meta["shards"][rank]["file"])
+        cpu = predict(sizes, options, False)["total"]
         ranks.append({"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows,
                       "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, options, True)["total"],
-                      "cpu_bytes": predict(sizes, options, False)["total"]})
+                      "cpu_bytes": cpu, "cpu_total_bytes": cpu + baseline.CPU.bytes})
     return ranks
+
+
+def format_bytes(value: int) -> str:
+    """Bytes in the unit their size calls for, so that no figure reads 0.00 and none 1024.0: B, then KiB and MiB
+    with one decimal, GiB and TiB with two."""
+    if value < 2**10:
+        return f"{value} B"
+    for power, unit, digits in ((1, "KiB", 1), (2, "MiB", 1), (3, "GiB", 2), (4, "TiB", 2)):
+        text = f"{value / 2 ** (10 * power):.{digits}f}"
+        if float(text) < 2**10 or unit == "TiB":
+            return f"{text} {unit}"
+    raise AssertionError("unreachable: TiB returns")
+
+
+def baseline_legend() -> list[str]:
+    """What the columns of distgcn's bytes and of the totals mean, and how the runtime baseline was measured."""
+    cpu = baseline.CPU
+    lines = ["'distgcn': the arrays distgcn allocates (on a GPU, in device memory); "
+             "'total': with the runtime baseline,",
+             f"  {format_bytes(cpu.bytes)} that a CPU rank holds before any data ({cpu.holds}),",
+             *(f"  {line}" for line in cpu.words())]
+    if baseline.GPU is None:
+        lines.append("a GPU rank's runtime (the CUDA context, cuBLAS and cuSPARSE workspaces, NCCL's buffers) is not "
+                     "measured: leave room for it")
+    else:
+        lines += [f"a GPU rank's runtime baseline: {format_bytes(baseline.GPU.bytes)} ({baseline.GPU.holds}),",
+                  *(f"  {line}" for line in baseline.GPU.words())]
+    return lines
 
 
 def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) -> tuple[dict, dict]:
@@ -54,7 +85,8 @@ def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) 
         verify_parts_file(directory, meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify)}
+    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify),
+                     "runtime_baseline": baseline.as_json()}
     return meta, out
 
 
@@ -80,12 +112,14 @@ def model_words(m: dict, dropout: bool = False) -> str:
 
 def _memory_table(memory: dict) -> str:
     m = memory["model"]
-    lines = [f"predicted peak memory per rank ({model_words(m)}; distgcn/memory/prediction.py):",
-             f"{'rank':>6} {'rows':>10} {'halo rows':>10} {'nonzeros':>12} {'GPU MiB':>10} {'CPU MiB':>10}"]
+    lines = [f"predicted peak memory per rank ({model_words(m)}):",
+             f"{'rank':>6} {'rows':>10} {'halo rows':>10} {'nonzeros':>12} {'GPU: distgcn':>13} "
+             f"{'CPU: distgcn':>13} {'CPU: total':>13}"]
     for r in memory["ranks"]:
         lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['halo_rows']:>10} {r['nnz']:>12} "
-                     f"{r['gpu_bytes'] / 2**20:>10.1f} {r['cpu_bytes'] / 2**20:>10.1f}")
-    return "\n".join(lines)
+                     f"{format_bytes(r['gpu_bytes']):>13} {format_bytes(r['cpu_bytes']):>13} "
+                     f"{format_bytes(r['cpu_total_bytes']):>13}")
+    return "\n".join([*lines, *baseline_legend()])
 
 
 def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> str:
@@ -156,15 +190,11 @@ def _cell(value: object, spec: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}"
 
 
-def _mib(value: int) -> str:
-    return f"{value / 2**20:.1f}"
-
-
 def compare_table(rows: Sequence[Compared]) -> str:
     """One line per directory; '-' where a partition has no such value (a sampler for a full-batch model)."""
     m = rows[0].stats["memory"]["model"]
     header = ("partition", "model", "P", "volume", "vol max", "messages", "msg max", "imbalance",
-              "GPU MiB", "CPU MiB", "sampler", "samples", "minibatch vol")
+              "GPU: distgcn", "CPU: distgcn", "CPU: total", "sampler", "samples", "minibatch vol")
     body = []
     for r in rows:
         s = r.stats
@@ -173,11 +203,12 @@ def compare_table(rows: Sequence[Compared]) -> str:
         vol, msg = s["volume"] or {}, s["messages"] or {}
         body.append((r.label, model, str(s["parts"]), _cell(vol.get("total")), _cell(vol.get("max")),
                      _cell(msg.get("total")), _cell(msg.get("max")), _cell(s["imbalance"], ".3f"),
-                     _mib(max(x["gpu_bytes"] for x in ranks)), _mib(max(x["cpu_bytes"] for x in ranks)),
+                     *(format_bytes(max(x[key] for x in ranks))
+                       for key in ("gpu_bytes", "cpu_bytes", "cpu_total_bytes")),
                      r.sampler or "-", "-" if r.samples is None else str(r.samples),
                      "-" if r.minibatch_volume is None else f"{r.minibatch_volume:.1f}"))
     widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
-    text_columns = {0, 1, 10}
+    text_columns = {0, 1, 11}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.ljust(w) if i in text_columns else c.rjust(w)
@@ -186,10 +217,11 @@ def compare_table(rows: Sequence[Compared]) -> str:
     legend = [
         "volume, vol max: rows sent per SpMM by all ranks, by the largest sender; messages, msg max: the same "
         "in messages",
-        "imbalance: max/avg nonzeros per rank; GPU/CPU MiB: the largest rank's predicted peak memory "
+        "imbalance: max/avg nonzeros per rank; GPU, CPU: the largest rank's predicted peak memory "
         f"({model_words(m)})",
         "minibatch vol: the stochastic model's sampled minibatches' mean volume (rows per minibatch SpMM); "
         "-: not recorded",
+        *baseline_legend(),
     ]
     return "\n".join([line(header), *(line(b) for b in body), "", *legend])
 
@@ -211,26 +243,35 @@ def prediction_table(p: dict) -> str:
         ("largest rank's shard", f"{shard['rows']} rows, {shard['nnz_owned'] + shard['nnz_halo']} nonzeros "
                                  f"({shard['nnz_halo']} in the halo block), {shard['senders']} senders"),
         ("halo per SpMM", f"{p['halo_rows_per_spmm']} rows sent by all ranks"),
-        ("halo per epoch", f"{p['halo_bytes_per_epoch'] / 1e9:.2f} GB over {p['spmm_exchanges']} exchanges "
+        ("halo per epoch", f"{format_bytes(p['halo_bytes_per_epoch'])} over {p['spmm_exchanges']} exchanges "
                            f"({p['halo_rows_per_epoch']} rows; full batch, exact first layer)"),
-        ("partitioning node", f"at least {p['partitioning_bytes']['total'] / 2**30:.1f} GiB (Â's CSR "
-                              f"{p['partitioning_bytes']['adjacency_csr'] / 2**30:.1f}, features "
-                              f"{p['partitioning_bytes']['features'] / 2**30:.1f}, part vector "
-                              f"{p['partitioning_bytes']['parts'] / 2**30:.1f})"),
+        ("partitioning node", f"at least {format_bytes(p['partitioning_bytes']['total'])} (Â's CSR "
+                              f"{format_bytes(p['partitioning_bytes']['adjacency_csr'])}, features "
+                              f"{format_bytes(p['partitioning_bytes']['features'])}, part vector "
+                              f"{format_bytes(p['partitioning_bytes']['parts'])})"),
     ]
     width = max(len(k) for k, _ in rows)
     terms = [k for k in p["gpu_bytes"] if k != "total"] + [k for k in p["cpu_bytes"] if k not in p["gpu_bytes"]]
+    runtime = p["runtime_baseline"]
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    lines += ["", "predicted peak memory of the largest rank (distgcn/memory/prediction.py; libraries not counted):",
-              f"{'term':<14} {'GPU GiB':>10} {'CPU GiB':>10}"]
-    for term in [*terms, "total"]:
+    lines += ["", "predicted peak memory of the largest rank, by term:",
+              f"{'term':<16} {'GPU':>13} {'CPU':>13}"]
+    for term in terms:
         gpu = p["gpu_bytes"].get(term)
-        lines.append(f"{term:<14} {'-' if gpu is None else f'{gpu / 2**30:.2f}':>10} "
-                     f"{p['cpu_bytes'][term] / 2**30:>10.2f}")
-    lines += ["", "total by --halo-window (the largest K that fits keeps the most messages in flight):",
-              f"{'window':<14} {'GPU GiB':>10} {'CPU GiB':>10}"]
+        lines.append(f"{term:<16} {'-' if gpu is None else format_bytes(gpu):>13} "
+                     f"{format_bytes(p['cpu_bytes'][term]):>13}")
+    gpu_runtime = "not measured" if runtime["gpu_bytes"] is None else format_bytes(runtime["gpu_bytes"])
+    gpu_total = "-" if runtime["gpu_bytes"] is None else format_bytes(p["gpu_bytes"]["total"] + runtime["gpu_bytes"])
+    lines += [f"{'distgcn':<16} {format_bytes(p['gpu_bytes']['total']):>13} "
+              f"{format_bytes(p['cpu_bytes']['total']):>13}",
+              f"{'runtime baseline':<16} {gpu_runtime:>13} {format_bytes(runtime['cpu_bytes']):>13}",
+              f"{'total':<16} {gpu_total:>13} {format_bytes(p['cpu_total_bytes']):>13}",
+              *baseline_legend()]
+    lines += ["", "by --halo-window (the largest K that fits keeps the most messages in flight):",
+              f"{'window':<16} {'GPU: distgcn':>13} {'CPU: distgcn':>13} {'CPU: total':>13}"]
     for window, totals in p["by_halo_window"].items():
-        lines.append(f"{window:<14} {totals['gpu_bytes'] / 2**30:>10.2f} {totals['cpu_bytes'] / 2**30:>10.2f}")
+        lines.append(f"{window:<16} {format_bytes(totals['gpu_bytes']):>13} {format_bytes(totals['cpu_bytes']):>13} "
+                     f"{format_bytes(totals['cpu_total_bytes']):>13}")
     return "\n".join(lines)
 
 

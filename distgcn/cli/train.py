@@ -35,6 +35,7 @@ from distgcn.config import (
     SourceConfig,
     TrainConfig,
 )
+from distgcn.errors import InputError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -171,24 +172,52 @@ def _announce(args: argparse.Namespace) -> None:
 
     Read from the launcher's environment alone; a process started by hand (launcher none) stays as it was.
     """
-    import os
-
-    from distgcn.comm.launch import detect
+    from distgcn.comm import launch as launched
     from distgcn.runtime.progress import Progress
 
-    launch = detect(os.environ)
+    launch = launched.this_process()
     if launch.launcher != "none":
         Progress.for_rank(launch.rank, quiet=args.quiet, verbose=args.verbose).info(
             f"starting {launch.world_size} rank(s) ({launch.launcher}): loading torch, then the transport")
 
 
+def _unreadable_graph(args: argparse.Namespace) -> InputError | None:
+    """What is wrong with --graph, found by the rank that reads it (rank 0) before the seconds of importing torch
+    and starting MPI: a path that is not there or in no known format. None elsewhere and for a synthetic spec."""
+    from distgcn.comm import launch
+
+    if args.graph is None or args.partition_dir is not None or args.graph.startswith("synthetic:") \
+            or launch.this_process().rank != 0:
+        return None
+    from distgcn.data import detect_format
+
+    try:
+        detect_format(args.graph)
+    except InputError as exc:
+        return exc
+    return None
+
+
+def _refuse(error: InputError | None) -> None:
+    if error is not None:
+        raise error
+
+
 def run(args: argparse.Namespace) -> int:
+    from distgcn.comm import launch
     from distgcn.kernels.allocator import keep_freed_memory, prefer_huge_pages
 
     prefer_huge_pages()  # before anything imports torch
-    _announce(args)
+    unreadable = _unreadable_graph(args)
+    if unreadable is not None:
+        if launch.this_process().world_size == 1:
+            raise unreadable
+        # at once; the other ranks learn it once the transport is up, and every rank then ends with status 2
+        print(f"distgcn: error: rank 0: {unreadable}", file=sys.stderr, flush=True)
+    else:
+        _announce(args)
     from distgcn.comm.agreement import RanksDisagree
-    from distgcn.comm.collective import CollectiveInputError, abort_on_unexpected
+    from distgcn.comm.collective import CollectiveInputError, abort_on_unexpected, agree
     from distgcn.comm.transport.setup import make_transport
     from distgcn.runtime import signals
     from distgcn.runtime.threads import default_threads, set_threads
@@ -199,13 +228,14 @@ def run(args: argparse.Namespace) -> int:
     transport = make_transport(config.compute.backend)
     signals.attach_job(transport.rank, transport.size, transport.abort)
     try:
+        agree(transport, lambda: _refuse(unreadable))  # every rank, so that none waits on another's arguments
         ranks_on_node = transport.ranks_on_this_node()  # collective: every rank asks, whatever its --threads
         threads = config.compute.threads or default_threads(ranks_on_node)
         set_threads(threads)
         keep_freed_memory()
         code = _train(config, transport, threads, args.field_name)
     except CollectiveInputError as exc:
-        if exc.printed_here:
+        if exc.printed_here and unreadable is None:  # the unreadable graph was reported before the imports
             print(f"distgcn: error: {exc}", file=sys.stderr)
         code = 2
     except RanksDisagree as exc:  # raised by every rank together

@@ -9,6 +9,7 @@ once that the job started; :mod:`distgcn.comm.transport.setup` starts the transp
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -75,3 +76,12 @@ def detect(env: Mapping[str, str]) -> Launch:
         return Launch("srun", _int(env, "SLURM_PROCID"), _int(env, size_var), _int(env, "SLURM_LOCALID"),
                       env.get("MASTER_ADDR") or first_host(nodes), port)
     return Launch("none", 0, 1, 0)
+
+
+def this_process() -> Launch:
+    """This process's place in its job, from its own environment: what ``train`` reads before its slow imports.
+
+    The in-process ranks of the tests share one environment, so their harness (tests/conftest.py) gives each
+    rank its own place here, as it gives each its own transport.
+    """
+    return detect(os.environ)

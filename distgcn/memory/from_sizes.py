@@ -22,6 +22,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from distgcn.config import ModelConfig
+from distgcn.memory import baseline
 from distgcn.memory.prediction import ITEMSIZE, ShardSizes, predict
 
 SHARD_FEATURE_ITEMSIZE = 4
@@ -152,23 +153,30 @@ def epoch_exchange_widths(model: ModelConfig, features: int, classes: int, parts
 
 
 def predict_graph(spec: GraphSpec, model: ModelConfig) -> dict:
-    """The JSON object ``stats --predict`` prints: the inputs, the shard sizes, memory, halo traffic and the
-    partitioning node's floor."""
+    """The JSON object ``stats --predict`` prints: the inputs, the shard sizes, memory (what distgcn allocates by
+    term, the runtime baseline and a CPU rank's total), halo traffic and the partitioning node's floor."""
     sizes = shard_sizes(spec)
     widths = epoch_exchange_widths(model, spec.features, spec.classes, spec.parts)
     rows_per_spmm = sizes.rows_sent * spec.parts
     s = ITEMSIZE[model.dtype]
+    cpu = predict(sizes, model, False)
+
+    def by_window(window: int | None) -> dict[str, int]:
+        cpu_bytes = predict(sizes, replace(model, halo_window=window), False)["total"]
+        return {"gpu_bytes": predict(sizes, replace(model, halo_window=window), True)["total"],
+                "cpu_bytes": cpu_bytes, "cpu_total_bytes": cpu_bytes + baseline.CPU.bytes}
+
     return {
         "spec": asdict(spec),
         "halo_source": "given" if spec.halo is not None else "random partition, uniform degree (an upper bound)",
         "model": model.as_dict(),
         "shard": asdict(sizes),
         "gpu_bytes": predict(sizes, model, True),
-        "cpu_bytes": predict(sizes, model, False),
-        "by_halo_window": {"all" if window is None else str(window): {
-            "gpu_bytes": predict(sizes, replace(model, halo_window=window), True)["total"],
-            "cpu_bytes": predict(sizes, replace(model, halo_window=window), False)["total"]}
-            for window in HALO_WINDOWS_SHOWN},
+        "cpu_bytes": cpu,
+        "runtime_baseline": baseline.as_json(),
+        "cpu_total_bytes": cpu["total"] + baseline.CPU.bytes,
+        "by_halo_window": {"all" if window is None else str(window): by_window(window)
+                           for window in HALO_WINDOWS_SHOWN},
         "halo_rows_per_spmm": rows_per_spmm,
         "spmm_exchanges": len(widths),
         "halo_rows_per_epoch": rows_per_spmm * len(widths),

@@ -2,8 +2,8 @@
 
 A graph too big for one GPU is trained by adding ranks until every rank's
 share fits; this model says how many that takes without trying. It counts
-the bytes that the trainer's own code allocates (not the ~300 MB of torch,
-CUDA or MPI libraries), term by term, following trainer.py, spmm.py,
+the bytes that the trainer's own code allocates (not the runtime: torch,
+CUDA or MPI libraries, :mod:`distgcn.memory.baseline`), term by term, following trainer.py, spmm.py,
 halo.py, model.py and dropout.py:
 
 - the shard as loaded (host memory, kept for the whole run);
@@ -174,8 +174,8 @@ def predict(sizes: ShardSizes, model: ModelConfig, on_gpu: bool, kernel: str = "
     ``kernel``: the local product (``train --spmm-kernel``); ``auto`` is torch's on a GPU, numba's on the CPU.
     The class ``model.conv`` names declares the layer type's terms (:meth:`distgcn.nn.model.LayerStack.memory_terms`,
     docs/models.md): GraphSAGE holds D⁻¹A (Â's pattern less the diagonal, never symmetric) instead of Â; GAT holds
-    no kernel copy of Â but its edges as int64 lists. Not counted: the libraries themselves (torch, numpy, scipy,
-    MPI, numba's kernels: about 370 MiB of a CPU rank).
+    no kernel copy of Â but its edges as int64 lists. Not counted: the runtime itself (torch, numpy, scipy,
+    MPI, numba's kernels), which :mod:`distgcn.memory.baseline` measures.
     """
     from distgcn.nn.registry import (
         model_class,  # imports torch: only when a prediction is made

@@ -60,15 +60,14 @@ class Progress:
 
     def __init__(self, level: int = NORMAL, stream: TextIO | None = None, *, interactive: bool | None = None,
                  clock: Callable[[], float] = time.monotonic, wallclock: Callable[[], datetime] = datetime.now,
-                 log_every_s: float = 30.0, log_every_fraction: float = 0.1, redraw_s: float = 0.1,
-                 tick_s: float = 1.0):
+                 log_every_s: float = 30.0, redraw_s: float = 0.1, tick_s: float = 1.0):
         self.level = level
         self.stream = stream if stream is not None else sys.stderr
         self.interactive = self.stream.isatty() if interactive is None else interactive
         self.clock = clock
         self.wallclock = wallclock
         self.log_every_s = log_every_s
-        self.log_every_fraction = log_every_fraction
+        """A log gets a line every this many seconds of a phase (docs/user-guide.md), however fast its steps go."""
         self.redraw_s = redraw_s
         self.tick_s = tick_s
         self._status = ""  # the status line: drawn on a terminal, redrawn below each message
@@ -164,7 +163,6 @@ class Phase:
         now = progress.clock()
         self.start = now - elapsed_s
         self._last_shown = self.start if since_log_s is None else now - since_log_s
-        self._last_bucket = 0
         self._finished = False
         self._ticker: Ticker | None = None
         self._handed_over = False  # a ticker process draws meanwhile (outside_the_gil)
@@ -290,9 +288,7 @@ class Phase:
             return
         if self.total is not None and done >= self.total:
             return  # the "done in" line follows
-        bucket = int(self.fraction() / p.log_every_fraction) if self.total else 0
-        if bucket > self._last_bucket or now - self._last_shown >= p.log_every_s:
-            self._last_bucket = max(bucket, self._last_bucket)
+        if now - self._last_shown >= p.log_every_s:
             self._last_shown = now
             p._line(self._describe(now))
 

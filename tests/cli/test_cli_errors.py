@@ -127,3 +127,37 @@ def test_integers_too_large_for_their_type_are_refused_naming_the_flag(tmp_path,
     assert f"{flag}: expected " in error, error
     assert ".." in error or "(at most 2**62)" in error, error  # the accepted range
     assert not (tmp_path / "out").exists()
+
+
+def test_a_graph_that_is_not_there_is_refused_before_torch_is_imported(tmp_path):
+    """One process: the error, alone and first, before the seconds of importing torch and starting MPI (it came
+    after them, below a 'partitioning ... started' line)."""
+    missing = tmp_path / "missing.txt"
+    code = ("import sys; from distgcn.cli.main import main; "
+            f"code = main(['train', '--graph', {str(missing)!r}, '--epochs', '1']); "
+            "print(code, 'torch' in sys.modules, 'mpi4py' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.stdout == "2 False False\n", (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"distgcn: error: {missing}: no such file or directory") \
+        and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize("graph", ["missing.txt", "graph.csv"])
+def test_on_ranks_the_unreadable_graph_is_the_first_line_and_every_rank_stops(tmp_path, graph):
+    """Rank 0 says it before the transport starts; every rank then ends with status 2, none waits."""
+    (tmp_path / "graph.csv").write_text("0,1\n")
+    done = distgcn_in_process(["train", "--graph", str(tmp_path / graph), "--epochs", "1"], ranks=2)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"distgcn: error: rank 0: {tmp_path / graph}: ")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_under_mpiexec_the_unreadable_graph_is_one_line_and_status_2(tmp_path):
+    from conftest import run_distgcn
+
+    done = run_distgcn(["train", "--graph", str(tmp_path / "missing.txt"), "--epochs", "1"], ranks=2, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"distgcn: error: rank 0: {tmp_path / 'missing.txt'}: no such file or directory " \
+                          f"(expected {done.stderr.split('(expected ', 1)[1]}"
+    assert done.stderr.count("\n") == 1 and done.stdout == ""

@@ -141,3 +141,15 @@ def test_shard_from_another_partition_is_refused(tmp_path, graphs, partition_dir
     proc = distgcn_in_process(["train", str(partition_dir), "--epochs", "1"], ranks=2)
     assert proc.returncode == 2
     assert "another partition" in proc.stderr and "shard-00000.npz" in proc.stderr
+
+
+def test_the_usage_shows_what_the_stochastic_model_requires():
+    """argparse cannot mark --sampler and --batch-size required for one model: a second synopsis does, unbracketed."""
+    from distgcn.cli.main import build_parser
+    from distgcn.cli.reference import _subcommands
+
+    usage = " ".join(_subcommands(build_parser())["partition"].format_usage().split())
+    first, stochastic = usage.removeprefix("usage: ").split(" distgcn partition ", 1)
+    assert first.startswith("distgcn partition [-h] --parts P") and first.endswith("GRAPH")
+    assert stochastic == "--model stochastic --sampler {node,edge,rw,frontier} --batch-size N [options] --parts P " \
+                         "--out DIR GRAPH"

@@ -251,3 +251,19 @@ def test_bad_binary_files(tmp_path):
     (raw / "data.npz").write_bytes(b"PK not a zip")
     with pytest.raises(InputError, match="data.npz: not a readable .npz archive"):
         load_graph(str(directory))
+
+
+def test_the_papers100m_job_sequence_reads_the_directory_ogb_leaves(tmp_path):
+    """docs/scale.md partitions ogbn-papers100M as the `ogb` package leaves it (it once said that distgcn had no OGB
+    reader and had the user convert the dataset first): the graph its partition job names is that directory."""
+    import re
+
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "scale.md").read_text()
+    assert "no OGB reader" not in text
+    (named,) = set(re.findall(r"DISTGCN_GRAPH=([^,\s`]+)", text))
+    data = make_dataset(6)
+    graph = load_graph(str(write_binary_dataset(tmp_path / named, data)))
+    assert graph.name == "ogbn-papers100M"
+    check_graph(graph, data, undirected=False)

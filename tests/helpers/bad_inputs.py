@@ -548,7 +548,28 @@ CASES = [
          lambda d: ["report", str(header_metrics(d, {"node": {"ranks": 1, "cores": 2, "load_average": "busy"}})),
                     "--out", str(d / "report")],
          'field run.node.load_average: expected a number >= 0 or null, got "busy"'),
+    Case("stochastic-without-sampler", "partition --model stochastic without --sampler, on a graph file that "
+         "would not load (refused before it is read)",
+         lambda d: ["partition", str(write(d, "g.txt", "0 x\n")), "--parts", "2", "--model", "stochastic", "--out",
+                    str(d / "out")],
+         "--model stochastic needs a sampler: give --sampler and --batch-size (the minibatches it partitions for)"),
+    Case("lr-step-schedule-without-step", "train --lr-schedule step without --lr-step",
+         lambda d: ["train", "--graph", "synthetic:sbm,n=60,classes=3,features=4,seed=1", "--lr-schedule", "step"],
+         "--lr-schedule step needs --lr-step N (epochs between two decays)"),
+    Case("predict-weights-without-model", "predict with an .npz of arrays that records no model",
+         lambda d: ["predict", "synthetic:sbm,n=60,classes=3,features=4,seed=1", "--weights",
+                    str(_plain_npz(d / "w.npz")), "--out", str(d / "p.npz")],
+         "this weights file records no model (it was written before distgcn recorded one, or not by distgcn): "
+         "train again with --save-weights", ranks=2),
 ]
+
+
+def _plain_npz(path: Path) -> Path:
+    """Arrays saved by numpy alone, as a user's own weights would be."""
+    import numpy as np
+
+    np.savez(path, np.zeros((4, 3)), np.zeros(3))
+    return path
 
 
 def planetoid_with_test_ids(directory: Path, test_ids: str) -> Path:

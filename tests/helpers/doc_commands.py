@@ -57,11 +57,14 @@ class Shown:
         return f"{self.doc}#{self.block}.{self.position}:{' '.join(self.args)[:50]}"
 
 
+SHELL_LANGUAGES = ("", "bash", "sh", "shell", "console")
+"""The info strings of a fenced block of commands; a ``text`` block (a command's output) is not one."""
+
+
 def shell_blocks(text: str) -> list[str]:
-    """The fenced blocks that are shell (unlabelled, bash, sh, shell, console): each fence opens and closes one
-    block, so the text between two other blocks (python) is never read as one."""
-    return [body for language, body in re.findall(r"```(\w*)\n(.*?)```", text, re.S)
-            if language in ("", "bash", "sh", "shell", "console")]
+    """The bodies of the fenced blocks of commands, each fence at the start of a line (indented in a list item)."""
+    return [body for language, body in re.findall(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```", text, re.S | re.M)
+            if language in SHELL_LANGUAGES]
 
 
 def shown_commands() -> Iterator[Shown]:
@@ -158,6 +161,6 @@ def shrink(args: list[str], workdir: Path) -> list[str]:
     if "--graph" in args:
         where = args.index("--graph") + 1
         args[where] = small_graph(args[where], workdir)
-    if args[0] in ("partition", "predict") and not Path(workdir / args[1], "meta.json").is_file():
+    if args[0] == "partition":
         args[1] = small_graph(args[1], workdir)
     return args

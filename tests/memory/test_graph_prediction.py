@@ -194,9 +194,14 @@ def test_json_and_table_report_the_same_prediction(capsys):
     assert out == json.loads(json.dumps(predict_graph(parse_spec(args[2]), ModelConfig(3, (256,)))))
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert f"{out['halo_bytes_per_epoch'] / 1e9:.2f} GB over 8 exchanges" in text
-    total = next(line.split() for line in text.splitlines() if line.startswith("total"))
-    assert total == ["total", f"{out['gpu_bytes']['total'] / 2**30:.2f}", f"{out['cpu_bytes']['total'] / 2**30:.2f}"]
+    assert f"{out['halo_bytes_per_epoch'] / 2**40:.2f} TiB over 8 exchanges" in text
+    rows = {line[:16].strip(): line[16:].split("  ") for line in text.splitlines()}
+    assert [cell.strip() for cell in rows["distgcn"] if cell] == [
+        f"{out['gpu_bytes']['total'] / 2**30:.2f} GiB", f"{out['cpu_bytes']['total'] / 2**30:.2f} GiB"]
+    assert [cell.strip() for cell in rows["runtime baseline"] if cell] == [
+        "not measured", f"{out['runtime_baseline']['cpu_bytes'] / 2**20:.1f} MiB"]
+    assert out["cpu_total_bytes"] == out["cpu_bytes"]["total"] + out["runtime_baseline"]["cpu_bytes"]
+    assert [cell.strip() for cell in rows["total"] if cell] == ["-", f"{out['cpu_total_bytes'] / 2**30:.2f} GiB"]
 
 
 @pytest.mark.parametrize("conv", ["gcn", "sage"])
@@ -228,4 +233,4 @@ def test_predict_shows_every_window_so_the_user_picks_the_one_that_fits():
     totals = [rows[k]["gpu_bytes"] for k in rows]
     assert totals == sorted(totals, reverse=True) and totals[0] > totals[-1]
     table = prediction_table(out)
-    assert "total by --halo-window" in table and f"{rows['2']['gpu_bytes'] / 2**30:.2f}" in table
+    assert "by --halo-window" in table and f"{rows['2']['gpu_bytes'] / 2**20:.1f} MiB" in table  # under 1 GiB

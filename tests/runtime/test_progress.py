@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import pytest
-from conftest import distgcn_in_process, run_distgcn_in_process
+from conftest import ROOT, distgcn_in_process, run_distgcn_in_process
 
 from distgcn.cli.main import main
 from distgcn.runtime.progress import (
@@ -32,7 +32,7 @@ from distgcn.runtime.progress import (
     c_stdout_to_ticker,
     format_duration,
 )
-from distgcn.runtime.ticker_process import tool_step
+from distgcn.runtime.ticker_process import ToolLog, tool_step
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5)
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S")
@@ -73,7 +73,8 @@ def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
 
 
-def test_log_lines_every_tenth_with_timestamp_elapsed_and_remaining():
+def test_log_lines_every_30_s_with_timestamp_elapsed_and_remaining():
+    """As docs/user-guide.md says: a line every 30 s, not one per tenth of the steps (a fast training wrote ten)."""
     progress, stream, clock = make()
     with progress.phase("work", total=100) as phase:
         for _ in range(100):
@@ -81,11 +82,21 @@ def test_log_lines_every_tenth_with_timestamp_elapsed_and_remaining():
             phase.advance()
     lines = stream.getvalue().splitlines()
     assert all(line.startswith("2026-01-02 03:04:05 work: ") for line in lines)
-    assert lines[0].endswith("work: started (100 steps)")
-    assert lines[-1].endswith("work: done in 1m40s")
-    assert len(lines) == 11  # started, 10% ... 90%, done
-    assert lines[5].endswith("work:  50% (50/100), 50.0s elapsed, 50.0s left")
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "work: started (100 steps)", "work:  30% (30/100), 30.0s elapsed, 1m10s left",
+        "work:  60% (60/100), 1m00s elapsed, 40.0s left", "work:  90% (90/100), 1m30s elapsed, 10.0s left",
+        "work: done in 1m40s"]
     assert "\r" not in stream.getvalue()
+
+
+def test_a_phase_shorter_than_the_interval_logs_its_start_and_end_only():
+    progress, stream, clock = make()
+    with progress.phase("training", total=200) as phase:
+        for _ in range(200):
+            clock.now += 0.01
+            phase.advance()
+    assert [line.split(" ", 2)[2] for line in stream.getvalue().splitlines()] == [
+        "training: started (200 steps)", "training: done in 2.0s"]
 
 
 def test_log_lines_also_every_interval_when_steps_are_slow_or_unknown():
@@ -407,6 +418,59 @@ def test_the_ticker_thread_stays_silent_while_the_process_ticks():
 ])
 def test_the_steps_of_mtkahypars_log(line, step):
     assert tool_step(line) == step
+
+
+def banner(text: str) -> list[str]:
+    """A step's banner as Mt-KaHyPar prints it: the text centred in a box of asterisks."""
+    return ["*" * 80, f"*{text:^78}*", "*" * 80]
+
+
+MTKAHYPAR_LOG = [
+    "*" * 79, "*                            Partitioning Context                             *", "*" * 79,
+    "Partitioning Parameters:", "  Preset:                             quality",
+    "  Number of V-Cycles:                 2", "  Ignore HE Size Threshold:           1000",
+    *banner("Input"), "# HNs: 4096  # HEs: 4096  # pins: 32781",
+    *banner("Preprocessing..."), *banner("Coarsening..."), *banner("Initial Partitioning..."),
+    *banner("Local Search..."),
+    *banner("V-Cycle  1"), *banner("Coarsening..."), *banner("Initial Partitioning..."), *banner("Local Search..."),
+    *banner("V-Cycle  2"), *banner("Coarsening..."), *banner("Initial Partitioning..."), *banner("Local Search..."),
+    *banner("Partitioning Result"),
+]
+"""Mt-KaHyPar's log with 2 V-cycles, its lines as it prints them (context, banners), the rest left out."""
+
+
+def test_the_progress_line_says_which_pass_of_mtkahypars_v_cycles_it_is_in():
+    """The steps come round once per V-cycle: each is shown with its pass, so that the line says how far it got."""
+    log, shown = ToolLog(), []
+    for line in MTKAHYPAR_LOG:
+        if log.read(line):
+            shown.append(log.shown())
+    assert shown == ["pass 1 of 3, preprocessing", "pass 1 of 3, coarsening", "pass 1 of 3, initial partitioning",
+                     "pass 1 of 3, local search", "pass 2 of 3, coarsening", "pass 2 of 3, initial partitioning",
+                     "pass 2 of 3, local search", "pass 3 of 3, coarsening", "pass 3 of 3, initial partitioning",
+                     "pass 3 of 3, local search"]
+
+
+def test_without_v_cycles_the_step_is_shown_alone():
+    log = ToolLog()
+    for line in ["  Number of V-Cycles:                 0", *banner("Coarsening...")]:
+        log.read(line)
+    assert log.shown() == "coarsening"
+
+
+@pytest.mark.mpi  # starts the partition command, whose ticker process reads Mt-KaHyPar's own log
+def test_a_logged_hypergraph_partition_counts_mtkahypars_passes(tmp_path):
+    """The auto preset runs 5 V-cycles on a small graph (quality + 5 V-cycles): the log file shows passes 1 to 6."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open(tmp_path / "log", "w") as log:
+        done = subprocess.run([sys.executable, "-m", "distgcn", "partition", "synthetic:sbm,n=2000,features=8",
+                               "--parts", "2", "--model", "hypergraph", "--out", str(tmp_path / "p2")],
+                              stdout=subprocess.DEVNULL, stderr=log, env=env, timeout=300)
+    text = (tmp_path / "log").read_text()
+    assert done.returncode == 0, text
+    passes = re.findall(r"partitioning \(hypergraph, P=2\): pass (\d) of 6, (\w[\w ]*), [\d.]+s elapsed$", text, re.M)
+    assert {number for number, _ in passes} == {"1", "2", "3", "4", "5", "6"}, text
+    assert [int(number) for number, _ in passes] == sorted(int(number) for number, _ in passes)
 
 
 @pytest.mark.parametrize("interactive, shown", [(False, "2026-01-02 03:04:05 partitioning: coarsening, 7.0s elapsed\n"),

@@ -85,6 +85,14 @@ def expand_braces(text: str) -> list[str]:
             for word in expand_braces(text[:found.start()] + choice + text[found.end():])]
 
 
+def test_shell_blocks_are_the_fenced_blocks_of_commands_only():
+    """A ``text`` block of output is no command block, and its closing fence opens none: the prose after it once
+    read as commands."""
+    text = ("Run:\n\n```bash\ndistgcn stats p2\n```\n\nprints\n\n```text\nthe arrays distgcn allocates\n```\n\n"
+            "then `mpiexec -n 2 distgcn train p2`.\n\n- in a list:\n\n  ```\n  distgcn report m.jsonl\n  ```\n")
+    assert shell_blocks(text) == ["distgcn stats p2\n", "  distgcn report m.jsonl\n"]
+
+
 def test_brace_expansion():
     assert expand_braces("a-{1,2}.{json,md}") == ["a-1.json", "a-1.md", "a-2.json", "a-2.md"]
 

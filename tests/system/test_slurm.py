@@ -236,7 +236,21 @@ def test_the_slurm_partition_is_read_from_sbatch_args(sbatch_args, partition):
     assert _slurm_partition(sbatch_args) == partition
 
 
-def test_without_sinfo_the_default_is_refused_naming_the_flag(tmp_path):
-    done = distgcn_in_process(["jobs", "submit", "--graph", GRAPH, "--parts", "2", "--out", "p2", "--dry-run"],
+@pytest.mark.parametrize("command", ["submit", "scaling"])
+def test_a_dry_run_without_sinfo_shows_the_cap_and_says_so(tmp_path, command):
+    """Without sinfo (a laptop) a dry run still prints the commands: the partition job's cores as the cap, with a
+    comment line, so that the output stays a script."""
+    extra = ["--out", "p2"] if command == "submit" else ["--out", "p{P}", "--results", "res"]
+    done = distgcn_in_process(["jobs", command, "--graph", GRAPH, "--parts", "2", *extra, "--dry-run", "--templates",
+                               str(JOBS)], env={"PATH": str(tmp_path)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    note, partition = done.stdout.splitlines()[:2]
+    assert note.startswith("# sinfo not found: the partition job's --cpus-per-task is shown as 16")
+    assert " --cpus-per-task=16 " in partition and partition.endswith("jobs/partition.sbatch")
+    assert done.stderr == ""
+
+
+def test_without_sinfo_a_submission_is_refused_naming_the_flag(tmp_path):
+    done = distgcn_in_process(["jobs", "submit", "--graph", GRAPH, "--parts", "2", "--out", "p2"],
                               env={"PATH": str(tmp_path)})
     assert done.returncode == 2 and "sinfo not found: give --partition-cpus" in done.stderr
