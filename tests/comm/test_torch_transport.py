@@ -79,7 +79,7 @@ def check_equals_reference(graph: str, tmp_path: Path, partition: str, ranks: in
                                           hidden=HIDDEN, epochs=EPOCHS, seed=SEED)
     np.testing.assert_allclose([r["loss"] for r in records], losses, rtol=1e-6)
     with np.load(tmp_path / "w.npz") as npz:
-        assert len(npz.files) == len(ref_weights)
+        assert len(npz.files) == len(ref_weights) + 1  # and the model record
         for i, ref in enumerate(ref_weights):
             np.testing.assert_allclose(npz[f"arr_{i}"], ref, rtol=1e-6, atol=1e-9 * np.abs(ref).max())
     parts, _ = compute_parts(partition, a_hat, ranks, epsilon=0.03, seed=SEED)

@@ -62,7 +62,11 @@ def assert_finished_like_uninterrupted(work: Path, reference: Path) -> None:
     with np.load(work / "w.npz") as got, np.load(reference) as want:
         assert got.files == want.files
         for key in want.files:
-            assert np.array_equal(got[key], want[key]), key
+            if key == "model":  # the record: equal but for where each run read its graph from
+                record, wanted = (json.loads(str(npz[key])) for npz in (got, want))
+                assert {**record, "graph": None} == {**wanted, "graph": None}
+            else:
+                assert np.array_equal(got[key], want[key]), key
 
 
 def release_requeued(slurm_cluster, job: int, timeout: float) -> None:

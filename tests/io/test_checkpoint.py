@@ -85,7 +85,7 @@ def learning_curve(path: Path) -> list[tuple]:
 
 def weights(path: Path) -> list[np.ndarray]:
     with np.load(path) as npz:
-        return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+        return [npz[f"arr_{i}"] for i in range(sum(name.startswith("arr_") for name in npz.files))]
 
 
 @pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
