@@ -28,15 +28,13 @@ from distgcn.kernels import allocator
 
 allocator.prefer_huge_pages()  # before torch's import, as the train command does
 
-import torch  # noqa: E402
-
 from distgcn.cli.main import main  # noqa: E402
 from distgcn.kernels import csr as csr_kernel
 from distgcn.kernels import dense
 from distgcn.kernels import dropout as dropout_kernel
 from distgcn.kernels import logits as logits_kernel
 from distgcn.nn import dropout
-from distgcn.training import trainer  # noqa: E402
+from distgcn.training import optimizers, trainer  # noqa: E402
 
 spent: dict[str, float] = collections.defaultdict(float)
 """Seconds spent in each kind of call since the last epoch ended."""
@@ -67,7 +65,7 @@ def time_calls() -> None:
         for module in modules:
             setattr(module, name, function)
     dense._Affine.forward = staticmethod(timed(dense._Affine.forward, "x_W+b"))  # the product after Â
-    torch.optim.Adam.step = timed(torch.optim.Adam.step, "adam")
+    optimizers.Adam.step = timed(optimizers.Adam.step, "adam")
 
 
 def run() -> None:

@@ -368,7 +368,7 @@ def _make_trainer(shard: Shard, transport: Transport, config: RunConfig, kernels
                   progress: Progress) -> Trainer:
     minibatch = config.minibatch
     if minibatch is None or not minibatch.norm_samples:
-        with progress.phase("setting up the model"):  # torch.optim's first optimizer imports torch._dynamo: seconds
+        with progress.phase("setting up the model"):  # distgcn's optimizers skip torch.optim's seconds of torch._dynamo
             return Trainer(shard, transport, config.train, kernels, minibatch)
     with progress.phase(f"pre-sampling {minibatch.norm_samples} batches for the GraphSAINT normalization",
                         total=minibatch.norm_samples) as phase:

@@ -33,6 +33,7 @@ from distgcn.kernels.kept_buffers import kept_between_epochs
 from distgcn.nn.registry import model_class
 from distgcn.runtime.faults import inject_faults
 from distgcn.shard.rank_shard import Shard
+from distgcn.training import optimizers
 from distgcn.training.minibatch import SampledBatches
 from distgcn.training.selection import Selection
 from distgcn.training.shard_model import DTYPES, ShardModel
@@ -49,8 +50,9 @@ class TrainingDiverged(RuntimeError):
         self.epoch = epoch
 
 
-OPTIMIZER_CLASSES = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
-"""The classes behind config.OPTIMIZERS (the names are checked when the configuration is built)."""
+OPTIMIZER_CLASSES = {"adam": optimizers.Adam, "sgd": optimizers.SGD}
+"""The classes behind config.OPTIMIZERS (the names are checked when the configuration is built): torch's, without
+the torch.compile guards whose import costs every training process seconds (distgcn/training/optimizers.py)."""
 
 
 def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:

@@ -6,8 +6,11 @@ thread (``ProcessGroupGloo::runLoop``) freed a finished work whose tensor had a 
 needed the GIL, and was ended by the finalizing interpreter (``take_gil`` -> ``pthread_exit``),
 unwinding through a noexcept destructor. The workers were still alive because the process group
 was never freed: ``torch.distributed.nn.functional`` binds ``group=group.WORLD`` as default
-arguments when first imported, and the first optimizer imports it (through torch._dynamo) after
-the group exists. The launcher now imports it before creating the group.
+arguments when first imported, and torch._dynamo imports it, which torch.optim's own optimizers import
+at their first use, after the group exists. The launcher imports it before creating the group.
+distgcn's optimizers do not load torch._dynamo (distgcn/training/optimizers.py), but anything else
+may (torch.compile, a user's code), so the test's script imports the module mid-run, from an
+optimizer step hook, as torch's optimizers would.
 """
 
 from __future__ import annotations
@@ -26,8 +29,14 @@ TORCH_THREADS = ("pt_gloo", "gloo_", "pt_tcpstore")
 
 _AFTER_TRAIN = """
 import json, os, sys
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
 from distgcn.cli.main import main
 
+def import_late(optimizer, args, kwargs):
+    import torch.distributed.nn.functional  # noqa: F401
+
+register_optimizer_step_post_hook(import_late)
 code = main(sys.argv[2:])
 names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
 rank = int(os.environ.get("PMI_RANK", "0"))

@@ -67,10 +67,11 @@ def _torch_transport(backend: str, launch: Launch) -> Transport:
     import torch.distributed as dist
 
     # Imported before the group exists, on purpose: this module binds ``group=group.WORLD`` as default
-    # arguments when first imported (the first optimizer imports it, through torch._dynamo), so imported
-    # later it would hold the process group forever. destroy_process_group then leaves gloo's worker
-    # threads running into interpreter teardown, where one that frees a finished work's tensor needs the
-    # GIL, is ended by Python and aborts the process ('terminate called without an active exception').
+    # arguments when first imported (torch._dynamo imports it: torch.optim's own optimizers and torch.compile
+    # load that, distgcn's optimizers do not), so imported later it would hold the process group forever.
+    # destroy_process_group then leaves gloo's worker threads running into interpreter teardown, where one
+    # that frees a finished work's tensor needs the GIL, is ended by Python and aborts the process
+    # ('terminate called without an active exception').
     import torch.distributed.nn.functional  # noqa: F401
 
     from distgcn.comm.transport.torch_dist import TorchDistTransport
