@@ -45,14 +45,14 @@ class RuntimeBaseline:
 
 
 CPU = RuntimeBaseline(
-    bytes=round(462.2 * 2**20),
+    bytes=round(388.2 * 2**20),
     holds="the interpreter, torch, numpy, scipy, MPI and numba's compiled kernels",
     torch="2.13.0+cpu",
     measured_with="Python 3.11, MPICH 5.0, Linux x86_64, one thread per rank",
     command="python benchmarks/runtime_baseline.py",
     result="benchmarks/results/runtime-baseline-cpu.json",
 )
-"""A CPU rank's baseline: the larger median of one rank alone (459.6 MiB) and two under mpiexec (462.2 MiB)."""
+"""A CPU rank's baseline: the larger median of one rank alone (386.5 MiB) and two under mpiexec (388.2 MiB)."""
 
 GPU: RuntimeBaseline | None = None
 """A GPU rank's device memory beyond its tensors: not measured (no GPU where the CPU figure was measured)."""

@@ -43,10 +43,10 @@ load imbalance       1.019 (max/avg nonzeros per rank)
 
 predicted peak memory per rank (2 layers, hidden 16, float32, adam):
   rank       rows  halo rows     nonzeros  GPU: distgcn  CPU: distgcn    CPU: total
-     0         20         19          129      15.2 KiB      13.0 KiB     462.2 MiB
-     1         19         19          134      15.0 KiB      12.9 KiB     462.2 MiB
+     0         20         19          129      15.2 KiB      13.0 KiB     388.2 MiB
+     1         19         19          134      15.0 KiB      12.9 KiB     388.2 MiB
 'distgcn': the arrays distgcn allocates (on a GPU, in device memory); 'total': with the runtime baseline,
-  462.2 MiB that a CPU rank holds before any data (the interpreter, torch, numpy, scipy, MPI and numba's compiled kernels),
+  388.2 MiB that a CPU rank holds before any data (the interpreter, torch, numpy, scipy, MPI and numba's compiled kernels),
   measured with torch 2.13.0+cpu, Python 3.11, MPICH 5.0, Linux x86_64, one thread per rank: python benchmarks/runtime_baseline.py
 a GPU rank's runtime (the CUDA context, cuBLAS and cuSPARSE workspaces, NCCL's buffers) is not measured: leave room for it
 """
@@ -57,9 +57,9 @@ GOLDEN_JSON = (
     '"edge_cut": 53, "partition_s": 0.25, "graph": {"name": "g", "n": 39, "nnz": 263, "fingerprint": '
     '"87cf0c0179cfb804b4e7e40a5e355e43"}, "memory": {"model": {"layers": 2, "hidden": [16], "dtype": "float32", '
     '"optimizer": "adam", "dropout": 0.5}, "ranks": [{"rank": 0, "rows": 20, "halo_rows": 19, "nnz": 129, '
-    '"gpu_bytes": 15564, "cpu_bytes": 13324, "cpu_total_bytes": 484665151}, {"rank": 1, "rows": 19, "halo_rows": 19, '
-    '"nnz": 134, "gpu_bytes": 15317, "cpu_bytes": 13213, "cpu_total_bytes": 484665040}], "runtime_baseline": '
-    '{"cpu_bytes": 484651827, "gpu_bytes": null, "holds": "the interpreter, torch, numpy, scipy, MPI and numba\'s '
+    '"gpu_bytes": 15564, "cpu_bytes": 13324, "cpu_total_bytes": 407070527}, {"rank": 1, "rows": 19, "halo_rows": 19, '
+    '"nnz": 134, "gpu_bytes": 15317, "cpu_bytes": 13213, "cpu_total_bytes": 407070416}], "runtime_baseline": '
+    '{"cpu_bytes": 407057203, "gpu_bytes": null, "holds": "the interpreter, torch, numpy, scipy, MPI and numba\'s '
     'compiled kernels", "torch": "2.13.0+cpu", "measured_with": "Python 3.11, MPICH 5.0, Linux x86_64, one thread '
     'per rank", "command": "python benchmarks/runtime_baseline.py"}}}\n'
 )

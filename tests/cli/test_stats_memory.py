@@ -43,7 +43,7 @@ def test_every_rank_shows_distgcns_bytes_and_its_total_with_the_baseline_named(t
                  "--out", str(out), "--quiet"]) == 0
     assert main(["stats", str(out), "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)["memory"]
-    assert memory["runtime_baseline"]["cpu_bytes"] == baseline.CPU.bytes > 400 * 2**20
+    assert memory["runtime_baseline"]["cpu_bytes"] == baseline.CPU.bytes > 300 * 2**20  # torch alone is more
     assert memory["runtime_baseline"]["gpu_bytes"] is None  # not measured: not invented either
     assert main(["stats", str(out)]) == 0
     text = capsys.readouterr().out

@@ -161,6 +161,6 @@ def shrink(args: list[str], workdir: Path) -> list[str]:
     if "--graph" in args:
         where = args.index("--graph") + 1
         args[where] = small_graph(args[where], workdir)
-    if args[0] == "partition":
-        args[1] = small_graph(args[1], workdir)
+    if args[0] in ("partition", "predict") and not (workdir / args[1] / "meta.json").is_file():
+        args[1] = small_graph(args[1], workdir)  # a graph; predict may name a directory an earlier command wrote
     return args

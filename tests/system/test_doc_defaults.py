@@ -85,11 +85,12 @@ def doc_text(name: str) -> str:
 
 def test_one_default_partition_model_as_the_docs_say():
     assert ("`--model hypergraph` minimizes the rows exchanged exactly and is the default of `partition --model`, "
-            "`train --partition` and `jobs --model`") in doc_text("docs/user-guide.md")
+            "`train --partition`, `predict --partition` and `jobs --model`") in doc_text("docs/user-guide.md")
     assert "(default: hypergraph, which minimizes the rows exchanged exactly)" in doc_text("README.md")
     assert DEFAULT_PARTITION_MODEL == "hypergraph"
     assert defaults_of("--model")["distgcn partition"] == DEFAULT_PARTITION_MODEL
-    assert defaults_of("--partition") == {"distgcn train": DEFAULT_PARTITION_MODEL}
+    assert defaults_of("--partition") == {"distgcn train": DEFAULT_PARTITION_MODEL,
+                                          "distgcn predict": DEFAULT_PARTITION_MODEL}
     assert defaults_of("--model")["distgcn jobs submit"] == defaults_of("--model")["distgcn jobs scaling"] \
         == DEFAULT_PARTITION_MODEL
 
@@ -97,7 +98,9 @@ def test_one_default_partition_model_as_the_docs_say():
 def test_features_are_row_normalized_by_default_as_the_docs_say():
     assert "Features are scaled to unit L1 rows by default (`--feature-norm none` keeps" in doc_text(
         "docs/user-guide.md")
-    assert set(defaults_of("--feature-norm").values()) == {"row"}
+    norms = defaults_of("--feature-norm")
+    assert norms.pop("distgcn predict") is None  # predict reads a graph as its weights file records
+    assert set(norms.values()) == {"row"}
 
 
 def test_threads_default_as_the_docs_say(monkeypatch):
@@ -106,7 +109,7 @@ def test_threads_default_as_the_docs_say(monkeypatch):
     assert "by default Slurm's `SLURM_CPUS_PER_TASK`, else the node's cores divided by the ranks on it" in doc_text(
         "README.md")
     # resolved at start-up, as below; partition's: all cores for Mt-KaHyPar and KaMinPar (partition/*.py)
-    assert defaults_of("--threads") == {"distgcn train": None, "distgcn partition": None}
+    assert defaults_of("--threads") == {"distgcn train": None, "distgcn predict": None, "distgcn partition": None}
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     assert default_threads(2) == 3
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")

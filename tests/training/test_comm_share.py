@@ -25,7 +25,7 @@ def reduced_record(transport: InProcessTransport) -> dict:
     """The epoch record ``Trainer._reduce_metrics`` makes from this rank's counters (collective)."""
     rank = SimpleNamespace(counters=CommCounters(**WAITS[transport.rank]), transport=transport,
                            global_counts={"train": 1, "val": 1, "test": 1})
-    correct = {"train_hits": 0, "val_hits": 0, "test_hits": 0}
+    correct = {"train_hits": 0, "val_hits": 0, "test_hits": 0, "val_loss": 0.0}
     return Trainer._reduce_metrics(rank, 1, 0.5, correct, 1.0)
 
 
