@@ -138,6 +138,20 @@ def test_step_hooks_and_closure_work_as_torchs():
     assert seen == [optimizer]
 
 
+def test_a_torch_lr_scheduler_drives_ours_as_torchs():
+    """torch's schedulers accept only torch.optim.Optimizer instances and wrap their step: ours are both."""
+    ours_params, torch_params = make_params(torch.float32), make_params(torch.float32)
+    ours, theirs = optimizers.Adam(ours_params, lr=0.05), torch.optim.Adam(torch_params, lr=0.05)
+    schedules = [torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10) for opt in (ours, theirs)]
+    for step in range(15):
+        for optimizer, schedule in zip((ours, theirs), schedules):
+            run(optimizer, range(step, step + 1))
+            schedule.step()
+    assert ours.param_groups[0]["lr"] == theirs.param_groups[0]["lr"] != 0.05
+    for p, q in zip(ours_params, torch_params):
+        assert torch.equal(p, q)
+
+
 _MODULES_AFTER_TRAIN = """
 import json, os, sys
 from distgcn.cli.main import main
