@@ -16,9 +16,9 @@ classes with those methods calling the very functions torch guards, so
 - they are ``torch.optim.Adam`` / ``torch.optim.SGD`` instances, so torch's
   learning-rate schedulers and step hooks work on them.
 
-What is lost is only the guard's purpose: code that ``torch.compile``\\ s a
-function calling these methods would trace into them instead of skipping
-them. tests/training/test_optimizers.py holds the equality, the state
+What is lost is only the guard's purpose: a function compiled with
+``torch.compile`` that calls these methods would trace into them instead of
+skipping them. tests/training/test_optimizers.py holds the equality, the state
 round trips both ways, and that a training process never imports
 ``torch._dynamo``.
 """

@@ -24,6 +24,7 @@ from distgcn.memory.prediction import predict, shard_sizes
 from distgcn.nn.dropout import keyed_dropout
 from distgcn.shard.directory import shard_filename
 from distgcn.shard.distribute import load_own_shard
+from distgcn.training import optimizers
 from distgcn.training.pipeline import _warm_up
 from distgcn.training.trainer import Trainer
 
@@ -45,7 +46,7 @@ def warm_up(device: torch.device) -> None:
                                   torch.from_numpy(a.indices.astype(np.int64)), torch.from_numpy(a.data),
                                   size=a.shape, check_invariants=True).to(device)
     w = torch.ones((8, 4), dtype=torch.float64, device=device, requires_grad=True)
-    opt = torch.optim.Adam([w])
+    opt = optimizers.Adam([w])  # the trainer's class
     h = keyed_dropout(torch.ones((8, 8), dtype=torch.float64, device=device), np.arange(8), 0.5, 1)
     loss = torch.relu(csr @ (h @ w)).sum()
     loss.backward()

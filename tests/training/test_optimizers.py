@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, mpiexec, random_edge_file
+from conftest import ROOT, devices, mpiexec, random_edge_file
 
 from distgcn.config import TrainConfig
 from distgcn.training import optimizers
@@ -35,9 +35,9 @@ SETTINGS = {
 """Each case: our class, torch's, and the constructor's settings (the first and third are what train uses)."""
 
 
-def make_params(dtype: torch.dtype, seed: int = 0) -> list[torch.nn.Parameter]:
+def make_params(dtype: torch.dtype, device: str = "cpu", seed: int = 0) -> list[torch.nn.Parameter]:
     generator = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter(torch.randn(shape, generator=generator, dtype=dtype)) for shape in SHAPES]
+    return [torch.nn.Parameter(torch.randn(shape, generator=generator, dtype=dtype).to(device)) for shape in SHAPES]
 
 
 def clone(params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
@@ -48,7 +48,7 @@ def set_grads(params: list[torch.nn.Parameter], step: int) -> None:
     """Seeded gradients of step ``step``; the last parameter has none on odd steps (torch then skips it)."""
     generator = torch.Generator().manual_seed(1000 + step)
     for i, p in enumerate(params):
-        grad = torch.randn(p.shape, generator=generator, dtype=p.dtype)
+        grad = torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device)
         p.grad = None if i == len(params) - 1 and step % 2 else grad
 
 
@@ -85,11 +85,13 @@ def through_checkpoint(state: dict) -> dict:
     return torch.load(buffer, weights_only=True)
 
 
+@pytest.mark.parametrize("device", devices())
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
-def test_every_step_equals_torchs_bit_for_bit(setting, dtype):
+def test_every_step_equals_torchs_bit_for_bit(setting, dtype, device):
+    """On the CPU both take torch's single-tensor path, on a GPU its foreach kernels, as torch chooses."""
     ours_cls, torch_cls, kwargs = SETTINGS[setting]
-    ours_params, torch_params = make_params(dtype), make_params(dtype)
+    ours_params, torch_params = make_params(dtype, device), make_params(dtype, device)
     ours, theirs = ours_cls(ours_params, **kwargs), torch_cls(torch_params, **kwargs)
     for step in range(60):
         run(ours, range(step, step + 1))
@@ -134,6 +136,20 @@ def test_step_hooks_and_closure_work_as_torchs():
     set_grads(params, 0)
     assert optimizer.step(lambda: 2.5) == 2.5
     assert seen == [optimizer]
+
+
+def test_a_torch_lr_scheduler_drives_ours_as_torchs():
+    """torch's schedulers accept only torch.optim.Optimizer instances and wrap their step: ours are both."""
+    ours_params, torch_params = make_params(torch.float32), make_params(torch.float32)
+    ours, theirs = optimizers.Adam(ours_params, lr=0.05), torch.optim.Adam(torch_params, lr=0.05)
+    schedules = [torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10) for opt in (ours, theirs)]
+    for step in range(15):
+        for optimizer, schedule in zip((ours, theirs), schedules):
+            run(optimizer, range(step, step + 1))
+            schedule.step()
+    assert ours.param_groups[0]["lr"] == theirs.param_groups[0]["lr"] != 0.05
+    for p, q in zip(ours_params, torch_params):
+        assert torch.equal(p, q)
 
 
 _MODULES_AFTER_TRAIN = """
