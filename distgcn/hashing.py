@@ -96,3 +96,14 @@ def uniforms(key: int, counters: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         x = mix64(counters.astype(np.uint64) + np.uint64(key) * GOLDEN)
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def uniforms_tensor(key: int, counters: Int64Array) -> Int64Array:
+    """:func:`uniforms` for a torch int64 tensor of counters, on its device: bit for bit the same float64 values.
+
+    The counters are read as uint64 through :func:`mix64_int64_inplace`; the top 53 bits are taken with a logical
+    shift (a mask over the copied sign bits), which is exactly what the uint64 form computes.
+    """
+    x = mix64_int64_inplace(counters.long() + as_int64(key * int(GOLDEN)))  # a new tensor: counters stay as given
+    top = (x >> 11) & ((1 << 53) - 1)
+    return top.double() * 2.0**-53

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
     import torch
 
+    from distgcn.kernels.csr_tensors import CsrTensors
     from distgcn.kernels.sparse import SparseBlock
 
 
@@ -97,7 +98,8 @@ class Kernels:
 
     # sparse products
 
-    def sparse_block(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> SparseBlock:
+    def sparse_block(self, matrix: sp.csr_matrix | CsrTensors, dtype: torch.dtype,
+                     device: torch.device) -> SparseBlock:
         """One CSR block in this kernel's form, with its products (:class:`~distgcn.kernels.sparse.SparseBlock`)."""
         from distgcn.kernels import sparse
 

@@ -19,6 +19,7 @@ import torch
 
 from distgcn.kernels import PRODUCTS
 from distgcn.kernels import csr as csr_kernel
+from distgcn.kernels.csr_tensors import CsrTensors
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
 
@@ -26,11 +27,18 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta 
 class SparseBlock(ABC):
     """A local CSR block and its product with dense tensors."""
 
-    def __init__(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device):
+    def __init__(self, matrix: sp.csr_matrix | CsrTensors, dtype: torch.dtype, device: torch.device):
+        self.empty = matrix.nnz == 0
+        if isinstance(matrix, CsrTensors):
+            self._store_tensors(matrix, dtype, device)
+            return
         matrix = sp.csr_matrix(matrix)
         matrix.sort_indices()
-        self.empty = matrix.nnz == 0
         self._store(matrix, dtype, device)
+
+    def _store_tensors(self, matrix: CsrTensors, dtype: torch.dtype, device: torch.device) -> None:
+        """Keep a block cut on the device; a host kernel takes it through scipy (no copy on the CPU)."""
+        self._store(matrix.to_scipy(), dtype, device)
 
     @abstractmethod
     def _store(self, matrix: sp.csr_matrix, dtype: torch.dtype, device: torch.device) -> None:
@@ -83,6 +91,11 @@ class TorchBlock(SparseBlock):
             check_invariants=False,  # built from a sorted, canonical scipy CSR
         ).to(device)
         self.transposed: torch.Tensor | None = None
+
+    def _store_tensors(self, matrix: CsrTensors, dtype: torch.dtype, device: torch.device) -> None:
+        self.matrix = torch.sparse_csr_tensor(matrix.indptr, matrix.indices, matrix.values.to(dtype),
+                                              size=matrix.shape, check_invariants=False).to(device)
+        self.transposed = None
 
     def _product(self, out: torch.Tensor, dense: torch.Tensor) -> None:
         out.copy_(self.matrix @ dense)

@@ -4,10 +4,14 @@ Sampling needs to move one byte (membership) or one float (a partial sum) per
 halo row, in the same pairs as the SpMM's halo exchange; these helpers do it
 with the transport's point-to-point exchange and no global communication.
 Random walks also send a variable number of items (walkers) from halo copies
-to the rows' owners (:meth:`PlanBytes.to_owners`).
+to the rows' owners (:meth:`PlanBytes.to_owners`). Values may be numpy arrays
+(the host samplers) or tensors on any device (the device samplers,
+:mod:`distgcn.sampling.device`); messages travel on the transport's device.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -15,6 +19,9 @@ import torch
 from distgcn.comm.transport import Transport
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.halo import offsets_to_slices
+
+Values = TypeVar("Values", np.ndarray, torch.Tensor)
+"""One value per row: a numpy array (the host samplers) or a tensor on any device (the device samplers)."""
 
 
 class PlanBytes:
@@ -30,6 +37,7 @@ class PlanBytes:
         """int64 [n_halo]: index in ``recv`` of the owner of each halo row."""
         self.recv_start = np.asarray(shard.recv_offsets[:-1], dtype=np.int64)
         self.send_start = np.asarray(shard.send_offsets[:-1], dtype=np.int64)
+        self._tensors: dict[tuple[str, torch.device], torch.Tensor] = {}
 
     def _run(self, sends: list, recvs: list) -> None:
         exchange = self.transport.exchange(sends, recvs)
@@ -37,19 +45,28 @@ class PlanBytes:
             pass
         exchange.wait_sends()
 
-    def forward(self, owned: np.ndarray) -> np.ndarray:
-        """The owners' values of this rank's halo rows (``owned``: one value per owned row)."""
-        packed = torch.from_numpy(np.ascontiguousarray(owned[self.send_index]))
-        halo = torch.empty((self.n_halo,), dtype=packed.dtype)
-        self._run([(p, packed[s]) for p, s in self.send], [(p, halo[s]) for p, s in self.recv])
-        return halo.numpy()
+    def forward(self, owned: Values) -> Values:
+        """The owners' values of this rank's halo rows (``owned``: one value per owned row).
 
-    def reverse(self, halo: np.ndarray) -> np.ndarray:
+        numpy in, numpy out; a tensor in, a tensor on its device out. Messages travel on the transport's device.
+        """
+        if isinstance(owned, np.ndarray):
+            return self.forward(torch.from_numpy(np.ascontiguousarray(owned))).numpy()
+        wire = self.transport.device
+        packed = owned[self.tensor("send_index", owned.device)].to(wire)
+        halo = torch.empty((self.n_halo,), dtype=packed.dtype, device=wire)
+        self._run([(p, packed[s]) for p, s in self.send], [(p, halo[s]) for p, s in self.recv])
+        return halo.to(owned.device)
+
+    def reverse(self, halo: Values) -> Values:
         """What the halo copies of the rows this rank sends hold: one value per ``send_index`` entry."""
-        values = torch.from_numpy(np.ascontiguousarray(halo))
-        incoming = torch.empty((self.send_index.shape[0],), dtype=values.dtype)
+        if isinstance(halo, np.ndarray):
+            return self.reverse(torch.from_numpy(np.ascontiguousarray(halo))).numpy()
+        wire = self.transport.device
+        values = halo.to(wire)
+        incoming = torch.empty((self.send_index.shape[0],), dtype=values.dtype, device=wire)
         self._run([(p, values[s]) for p, s in self.recv], [(p, incoming[s]) for p, s in self.send])
-        return incoming.numpy()
+        return incoming.to(halo.device)
 
     def reverse_add(self, owned: np.ndarray, halo: np.ndarray) -> np.ndarray:
         """``owned`` plus every halo copy's partial, added in peer order (deterministic for a partition)."""
@@ -57,10 +74,14 @@ class PlanBytes:
         np.add.at(out, self.send_index, self.reverse(halo))
         return out
 
-    def reverse_or(self, owned: np.ndarray, halo: np.ndarray) -> np.ndarray:
+    def reverse_or(self, owned: Values, halo: Values) -> Values:
         """``owned`` OR any halo copy's flag (bool)."""
-        out = owned.copy()
-        out[self.send_index[self.reverse(halo.astype(np.uint8)) != 0]] = True
+        if isinstance(owned, np.ndarray):
+            out = owned.copy()
+            out[self.send_index[self.reverse(halo.astype(np.uint8)) != 0]] = True
+            return out
+        out = owned.clone()
+        out[self.tensor("send_index", owned.device)[self.reverse(halo.to(torch.uint8)) != 0]] = True
         return out
 
     def to_owners(self, halo_rows: np.ndarray, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -72,22 +93,35 @@ class PlanBytes:
         item count (one int64 per plan pair), then only non-empty messages
         carry (position, payload) pairs. Returns the owned local rows and
         payloads this rank received, and the number of non-empty messages it sent.
+        numpy in, numpy out; tensors in, tensors on their device out.
         """
-        peer = self.halo_peer[halo_rows]
-        order = np.argsort(peer, kind="stable")
-        body = np.stack((halo_rows - self.recv_start[peer], payload), axis=1).astype(np.int64)[order]
-        flat = torch.from_numpy(body.reshape(-1))
-        out_counts = torch.from_numpy(np.bincount(peer, minlength=len(self.recv)).astype(np.int64))
-        in_counts = torch.zeros(len(self.send), dtype=torch.int64)
+        if isinstance(halo_rows, np.ndarray):
+            rows, items, messages = self.to_owners(torch.from_numpy(halo_rows), torch.from_numpy(payload))
+            return rows.numpy(), items.numpy(), messages
+        device, wire = halo_rows.device, self.transport.device
+        peer = self.tensor("halo_peer", device)[halo_rows]
+        order = torch.sort(peer, stable=True).indices
+        position = halo_rows - self.tensor("recv_start", device)[peer]
+        body = torch.stack((position, payload.long()), dim=1)[order].reshape(-1).to(wire)
+        out_counts = torch.bincount(peer, minlength=len(self.recv)).to(wire)
+        in_counts = torch.zeros(len(self.send), dtype=torch.int64, device=wire)
         self._run([(p, out_counts[i:i + 1]) for i, (p, _) in enumerate(self.recv)],
                   [(p, in_counts[i:i + 1]) for i, (p, _) in enumerate(self.send)])
-        incoming = torch.empty((2 * int(in_counts.sum()),), dtype=torch.int64)
-        sends = [(p, flat[2 * a:2 * b]) for (p, _), (a, b) in zip(self.recv, _bounds(out_counts)) if b > a]
-        self._run(sends, [(p, incoming[2 * a:2 * b]) for (p, _), (a, b) in zip(self.send, _bounds(in_counts))
+        in_host, out_host = in_counts.cpu(), out_counts.cpu()
+        incoming = torch.empty((2 * int(in_host.sum()),), dtype=torch.int64, device=wire)
+        sends = [(p, body[2 * a:2 * b]) for (p, _), (a, b) in zip(self.recv, _bounds(out_host)) if b > a]
+        self._run(sends, [(p, incoming[2 * a:2 * b]) for (p, _), (a, b) in zip(self.send, _bounds(in_host))
                           if b > a])
-        got = incoming.numpy().reshape(-1, 2)
-        first = np.repeat(self.send_start, in_counts.numpy())
-        return self.send_index[first + got[:, 0]], got[:, 1].copy(), len(sends)
+        got = incoming.to(device).reshape(-1, 2)
+        first = torch.repeat_interleave(self.tensor("send_start", device), in_host.to(device))
+        return self.tensor("send_index", device)[first + got[:, 0]], got[:, 1].clone(), len(sends)
+
+    def tensor(self, name: str, device: torch.device) -> torch.Tensor:
+        """One of the int64 arrays above as a tensor on ``device`` (made once per device)."""
+        key = (name, device)
+        if key not in self._tensors:
+            self._tensors[key] = torch.from_numpy(getattr(self, name)).to(device)
+        return self._tensors[key]
 
 
 def _bounds(counts: torch.Tensor) -> list[tuple[int, int]]:

@@ -19,6 +19,7 @@ import torch
 
 from distgcn.kernels import Kernels, kernels_for
 from distgcn.kernels import kept_buffers as activation_buffers
+from distgcn.kernels.csr_tensors import CsrTensors
 from distgcn.spmm.halo import HaloExchanger
 
 
@@ -34,8 +35,11 @@ class DistributedAdjacency:
     (:func:`distgcn.kernels.kernels_for`); its blocks do the local products.
     """
 
-    def __init__(self, owned_block: sp.csr_matrix, halo_block: sp.csr_matrix, exchanger: HaloExchanger,
-                 dtype: torch.dtype, kernels: Kernels | str):
+    def __init__(self, owned_block: sp.csr_matrix | CsrTensors, halo_block: sp.csr_matrix | CsrTensors,
+                 exchanger: HaloExchanger, dtype: torch.dtype, kernels: Kernels | str,
+                 symmetric: bool | None = None):
+        """Blocks are scipy matrices, or tensors cut on the device (a sampled batch), for which ``symmetric`` says
+        whether the owned block is its own transpose (the shard's is, for a batch of an undirected graph)."""
         plan = exchanger.plan
         device = exchanger.device
         block = kernels_for(device, kernels).sparse_block
@@ -44,6 +48,11 @@ class DistributedAdjacency:
         self.n_halo = plan.n_halo
         self.recv_slices = plan.recv_slices
         self.owned = block(owned_block, dtype, device)
+        if isinstance(owned_block, CsrTensors):
+            self.owned_t = self.owned if symmetric else block(owned_block.transpose(), dtype, device)
+            self.halo_by_sender = [block(halo_block.columns(s.start, s.stop), dtype, device)
+                                   for s in plan.recv_slices]
+            return
         self.owned_t = self.owned if is_symmetric(owned_block) else block(owned_block.T.tocsr(), dtype, device)
         halo_csc = sp.csc_matrix(halo_block)
         self.halo_by_sender = [block(halo_csc[:, s].tocsr(), dtype, device) for s in plan.recv_slices]

@@ -6,6 +6,9 @@ per halo row (the reverse direction of the full plan), and each owner then
 sends exactly those rows during the batch's SpMMs. Filtering both ends of
 every pair with the same bytes keeps the sender's order equal to the
 receiver's halo order, so the restricted plan is again contiguous per sender.
+:func:`build_batch` cuts with scipy on the host; :func:`build_batch_on_device`
+cuts the same blocks and plan with tensor operations where the sampler ran
+(:mod:`distgcn.sampling.device`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from distgcn.kernels.csr_tensors import CsrTensors, sorted_csr_on
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.halo import HaloPlan, offsets_to_slices
 from distgcn.spmm.plan_bytes import PlanBytes
+from distgcn.spmm.product import is_symmetric
 
 
 @dataclass
@@ -73,3 +78,73 @@ def build_batch(shard: Shard, plan_bytes: PlanBytes, owned_in: np.ndarray, halo_
                     send_index=torch.from_numpy(index).to(device), recv_peers=recv_peers,
                     recv_slices=offsets_to_slices(np.cumsum([0, *recv_counts])))
     return BatchBlocks(rows, owned_block, halo_block, plan, owned_entries, halo_entries)
+
+
+class ShardBlocksOn:
+    """The shard's owned and halo blocks as tensors on a device, with each entry's row: what batches are cut from."""
+
+    def __init__(self, shard: Shard, device: torch.device):
+        owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
+        self.owned, self.owned_position = sorted_csr_on(owned, device)
+        self.halo, self.halo_position = sorted_csr_on(halo, device)
+        self.owned_rows = self.owned.entry_rows()
+        self.halo_rows = self.halo.entry_rows()
+        self.n_halo = shard.n_halo
+        self.symmetric = is_symmetric(owned)
+        """The owned block is its own transpose, and so is every batch's (the same rows and columns of it)."""
+
+
+@dataclass
+class DeviceBatchBlocks:
+    """:class:`BatchBlocks` cut on the device: rows and entry positions are tensors, the blocks :class:`CsrTensors`."""
+
+    rows: torch.Tensor
+    owned_block: CsrTensors
+    halo_block: CsrTensors
+    plan: HaloPlan
+    owned_entries: torch.Tensor
+    """Position in the shard's owned block (its scipy order) of each entry of ``owned_block``."""
+    halo_entries: torch.Tensor
+
+
+def _segment_counts(flags: torch.Tensor, slices: list[tuple[int, slice]]) -> list[int]:
+    """How many ``flags`` are set in each slice (one copy to the host for all of them)."""
+    if not slices:
+        return []
+    total = torch.zeros(flags.shape[0] + 1, dtype=torch.int64, device=flags.device)
+    torch.cumsum(flags.long(), 0, out=total[1:])
+    bounds = torch.tensor([[s.start, s.stop] for _, s in slices], dtype=torch.int64, device=flags.device)
+    return (total[bounds[:, 1]] - total[bounds[:, 0]]).tolist()
+
+
+def build_batch_on_device(blocks: ShardBlocksOn, plan_bytes: PlanBytes, owned_in: torch.Tensor,
+                          halo_in: torch.Tensor) -> DeviceBatchBlocks:
+    """:func:`build_batch` with tensor operations on the memberships' device, and the same result (collective)."""
+    device = owned_in.device
+    rows = torch.nonzero(owned_in).flatten()
+    new_local = torch.cumsum(owned_in, 0) - 1
+    o = blocks.owned
+    kept = torch.nonzero(owned_in[blocks.owned_rows] & owned_in[o.indices]).flatten()
+    owned_block = CsrTensors.from_entries(new_local[blocks.owned_rows[kept]], new_local[o.indices[kept]],
+                                          o.values[kept], (rows.shape[0], rows.shape[0]))
+    owned_entries = blocks.owned_position[kept]
+    h = blocks.halo
+    in_rows = owned_in[blocks.halo_rows]
+    need = halo_in & (torch.bincount(h.indices[in_rows], minlength=blocks.n_halo) > 0)
+    kept = torch.nonzero(in_rows & need[h.indices]).flatten()
+    halo_local = torch.cumsum(need, 0) - 1
+    n_need = int(need.sum())
+    halo_block = CsrTensors.from_entries(new_local[blocks.halo_rows[kept]], halo_local[h.indices[kept]],
+                                         h.values[kept], (rows.shape[0], n_need))
+    halo_entries = blocks.halo_position[kept]
+    wanted = plan_bytes.reverse(need.to(torch.uint8)) != 0  # per send_index entry: does the peer need it
+    send_counts = _segment_counts(wanted, plan_bytes.send)
+    recv_counts = _segment_counts(need, plan_bytes.recv)
+    send_peers = [p for (p, _), c in zip(plan_bytes.send, send_counts) if c]
+    recv_peers = [p for (p, _), c in zip(plan_bytes.recv, recv_counts) if c]
+    index = new_local[plan_bytes.tensor("send_index", device)[wanted]]
+    plan = HaloPlan(n_owned=int(rows.shape[0]), n_halo=n_need, send_peers=send_peers,
+                    send_slices=offsets_to_slices(np.cumsum([0, *[c for c in send_counts if c]])),
+                    send_index=index, recv_peers=recv_peers,
+                    recv_slices=offsets_to_slices(np.cumsum([0, *[c for c in recv_counts if c]])))
+    return DeviceBatchBlocks(rows, owned_block, halo_block, plan, owned_entries, halo_entries)

@@ -12,38 +12,59 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
+import torch
 
 from distgcn.sampling.distributed.keys import batch_key
 from distgcn.sampling.distributed.samplers import DistributedSampler
 
+Counts = TypeVar("Counts", np.ndarray, torch.Tensor)
+
 
 @dataclass
 class LocalNormalization:
-    num_samples: int
-    vertex_counts: np.ndarray
-    """int64 [n_owned]: C(v) of owned vertices."""
-    owned_edge_counts: np.ndarray
-    """int64 [nnz of the owned block]: C(u, v) per entry."""
-    halo_edge_counts: np.ndarray
+    """The counts of one rank: numpy arrays for the host samplers, int64 tensors on the device for the device
+    samplers (:mod:`distgcn.sampling.device`); the weights are float64 either way, bit for bit alike."""
 
-    def aggregator_scale(self, rows: np.ndarray, entries: np.ndarray, block: str) -> np.ndarray:
+    num_samples: int
+    vertex_counts: Counts
+    """int64 [n_owned]: C(v) of owned vertices."""
+    owned_edge_counts: Counts
+    """int64 [nnz of the owned block]: C(u, v) per entry."""
+    halo_edge_counts: Counts
+
+    def aggregator_scale(self, rows: Counts, entries: Counts, block: str) -> Counts:
         """1 / α(u, v) = C(v) / C(u, v) for selected entries (``rows``: each entry's owned row)."""
         counts = self.owned_edge_counts if block == "owned" else self.halo_edge_counts
-        c_e = np.maximum(counts[entries], 1)
-        return np.maximum(self.vertex_counts[rows], 1) / c_e
+        return _float64(_at_least_1(self.vertex_counts[rows])) / _float64(_at_least_1(counts[entries]))
 
-    def loss_weights(self, rows: np.ndarray, num_targets: int) -> np.ndarray:
+    def loss_weights(self, rows: Counts, num_targets: int) -> Counts:
         """1 / λ(v) = K / (T · C(v)) for owned rows."""
-        return self.num_samples / (num_targets * np.maximum(self.vertex_counts[rows], 1))
+        return self.num_samples / _float64(num_targets * _at_least_1(self.vertex_counts[rows]))
+
+
+def _at_least_1(counts: Counts) -> Counts:
+    return np.maximum(counts, 1) if isinstance(counts, np.ndarray) else counts.clamp(min=1)
+
+
+def _float64(counts: Counts) -> Counts:
+    """int64 counts as float64 (exact below 2^53), so numpy and torch divide the same numbers."""
+    return counts.astype(np.float64) if isinstance(counts, np.ndarray) else counts.double()
 
 
 def presample(sampler: DistributedSampler, seed: int, num_samples: int,
               on_sample: Callable[[], None] | None = None) -> LocalNormalization:
-    """Count inclusions over ``num_samples`` distributed batches (collective); ``on_sample`` after each."""
-    c_v = np.zeros(sampler.shard.n_owned, dtype=np.int64)
-    c_e = {b: np.zeros(sampler.rows[b].shape[0], dtype=np.int64) for b in ("owned", "halo")}
+    """Count inclusions over ``num_samples`` distributed batches (collective); ``on_sample`` after each.
+
+    ``sampler``: a host sampler, or a device sampler whose counts then stay on its device.
+    """
+    zeros = np.zeros if isinstance(sampler, DistributedSampler) else partial(torch.zeros, device=sampler.device)
+    int64 = np.int64 if isinstance(sampler, DistributedSampler) else torch.int64
+    c_v = zeros(sampler.shard.n_owned, dtype=int64)
+    c_e = {b: zeros(sampler.rows[b].shape[0], dtype=int64) for b in ("owned", "halo")}
     for k in range(num_samples):
         owned_in, halo_in = sampler.sample(batch_key(seed, 0, k))
         c_v += owned_in

@@ -145,13 +145,9 @@ class FrontierSampler(DistributedSampler):
         send list for this rank, which the owner maps to its local row without any global lookup."""
         self.send_start_by_rank = {p: s.start for p, s in self.bytes.send}
 
-    def _starts(self, key: int) -> tuple[np.ndarray, ...]:
-        """Global ids, degrees, owner ranks and owners' local rows of the m start vertices.
-
-        The starts are the m vertices with deg > 0 and the smallest keyed
-        hashes, a uniform m-subset without replacement, in hash order; each
-        rank offers its m best and one allgather merges them (O(m·P) values, not O(n)).
-        """
+    def _local_best(self, key: int) -> tuple[np.ndarray, ...]:
+        """This rank's offer of start vertices: its (at most) m candidates with the smallest keyed hashes, in
+        (hash, global id) order, as (hashes, global ids, degrees, owner ranks, owners' local rows)."""
         m, c = self.frontier_size, self.candidates
         h = uniforms(stream_key(key, START), self.shard.global_ids[c])
         if h.size > m:  # O(n) selection; ties with the m-th hash stay in, for the exact (hash, id) order below
@@ -159,14 +155,31 @@ class FrontierSampler(DistributedSampler):
             c, h = c[keep], h[keep]
         gid = self.shard.global_ids[c].astype(np.int64)
         best = np.lexsort((gid, h))[:m]
-        mine = (h[best], gid[best], self.walk.deg[c[best]], self.col_rank[c[best]], c[best])
+        return h[best], gid[best], self.walk.deg[c[best]], self.col_rank[c[best]], c[best]
+
+    def _starts(self, key: int, mine: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Global ids, degrees, owner ranks and owners' local rows of the m start vertices.
+
+        The starts are the m vertices with deg > 0 and the smallest keyed
+        hashes, a uniform m-subset without replacement, in hash order; each
+        rank offers its m best (``mine``) and one allgather merges them (O(m·P) values, not O(n)).
+        """
         pieces = self.transport.allgather_object(mine) if self.transport.size > 1 else [mine]
         h, gid, deg, rank, local = (np.concatenate(parts) for parts in zip(*pieces))
-        first = np.lexsort((gid, h))[:m]
+        first = np.lexsort((gid, h))[:self.frontier_size]
         return gid[first], deg[first], rank[first], local[first]
 
     def sample(self, key: int) -> tuple[np.ndarray, np.ndarray]:
-        starts, start_deg, start_rank, start_local = self._starts(key)
+        sampled = self.visited(key)
+        return (np.isin(self.shard.global_ids, sampled, assume_unique=True),
+                np.isin(self.shard.halo_global_ids, sampled, assume_unique=True))
+
+    def visited(self, key: int, offer: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
+        """The batch's global ids, sorted: the m starts and every vertex the walk reached (collective).
+
+        ``offer``: this rank's :meth:`_local_best` of ``key``, where it was computed elsewhere (on a device).
+        """
+        starts, start_deg, start_rank, start_local = self._starts(key, offer if offer is not None else self._local_best(key))
         here, size = self.transport.rank, self.transport.size
         owner, local, weight = start_rank.tolist(), start_local.tolist(), start_deg.tolist()
         tree = FenwickTree(start_deg)
@@ -196,6 +209,4 @@ class FrontierSampler(DistributedSampler):
                 weight[slot], owner[slot] = du, ur
                 if ur == here:
                     local[slot] = index if picker == here else send_index[self.send_start_by_rank[picker] + index]
-        sampled = np.unique(np.concatenate((starts, np.asarray(visited, dtype=np.int64))))
-        return (np.isin(self.shard.global_ids, sampled, assume_unique=True),
-                np.isin(self.shard.halo_global_ids, sampled, assume_unique=True))
+        return np.unique(np.concatenate((starts, np.asarray(visited, dtype=np.int64))))
