@@ -50,6 +50,10 @@ COMMS = ("halo", "broadcast")
 KERNELS = ("auto", "torch", "scipy", "numba")
 """Local SpMM kernels (``auto`` chooses by device: distgcn.kernels.choose_product)."""
 BACKENDS = ("mpi", "gloo", "nccl")
+SAMPLE_ON = ("auto", "host", "device")
+"""``train --sample-on``: where minibatches are drawn and cut. host: numpy and numba on the CPU
+(distgcn/sampling/distributed/); device: torch on the transport's device (distgcn/sampling/device/); auto: the
+device where it is a GPU, the host on a CPU (measured in docs/minibatch.md, "Where samplers run")."""
 FEATURE_NORMS = ("row", "none")
 VERTEX_ORDERS = ("rcm", "natural")
 """How a shard numbers its own rows (meta.json's ``vertex_order``): reverse Cuthill-McKee of its owned block,
@@ -402,9 +406,12 @@ class MinibatchConfig:
     """GraphSAINT pre-sampling batches; 0 turns normalization off (plain Â[S, S], mean loss over the batch)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Sampler options with defaults resolved (:func:`distgcn.training.sampler_choice.sampler_options`)."""
+    sample_on: str = _one_of("auto", SAMPLE_ON)
+    """Where batches are drawn and cut (:data:`SAMPLE_ON`); every choice draws the same batches."""
 
     def __post_init__(self) -> None:
         _positive("minibatch", "batch_size", self.batch_size)
+        _choice("minibatch", "sample_on", self.sample_on, SAMPLE_ON)
         _positive("minibatch", "batches_per_epoch", self.batches_per_epoch, optional=True)
         _require(_is_int(self.norm_samples) and self.norm_samples >= 0, "minibatch.norm_samples",
                  f"{{minibatch.norm_samples}}: expected an integer >= 0, got {self.norm_samples!r}")

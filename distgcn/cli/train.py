@@ -149,6 +149,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     train.add_argument("--norm-samples", type=int, **field_options(MinibatchConfig, "norm_samples"), metavar="B",
                        help="with --sampler: pre-sampled batches for GraphSAINT normalization; 0 turns it off "
                             "(default: 50)")
+    train.add_argument("--sample-on", **field_options(MinibatchConfig, "sample_on"),
+                       help="with --sampler: where batches are drawn and cut; host = numpy and numba on the CPU, "
+                            "device = torch on the rank's device (its GPU with nccl), auto = device on a GPU, host "
+                            "on a CPU; every choice draws the same batches (default: auto)")
     train.add_argument("--quiet", action="store_true", **field_options(ProgressConfig, "quiet"),
                        help="no per-epoch lines or progress; only the summary")
     train.add_argument("--verbose", action="store_true", **field_options(ProgressConfig, "verbose"),

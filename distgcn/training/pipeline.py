@@ -88,9 +88,10 @@ class Outcome:
 
 
 def minibatch_config(sampler: str, batch_size: int, given: dict[str, Any], batches_per_epoch: int | None,
-                     norm_samples: int) -> MinibatchConfig:
+                     norm_samples: int, sample_on: str = "auto") -> MinibatchConfig:
     """The minibatch settings with the sampler's options resolved and checked (before any rank communicates)."""
-    counts = MinibatchConfig(sampler, batch_size, batches_per_epoch, norm_samples)  # checked before the options
+    counts = MinibatchConfig(sampler, batch_size, batches_per_epoch, norm_samples,
+                             sample_on=sample_on)  # checked before the options
     return dataclasses.replace(counts, options=sampler_options(sampler, batch_size, given))
 
 

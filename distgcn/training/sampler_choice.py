@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from distgcn.comm.transport import Transport
 from distgcn.config import ConfigError
 from distgcn.sampling.distributed import (
@@ -45,3 +47,12 @@ def make_distributed_sampler(name: str, shard: Shard, transport: Transport, batc
     """This rank's part of sampler ``name`` (collective: setup exchanges over the plan)."""
     classes = {"node": NodeSampler, "edge": EdgeSampler, "rw": RandomWalkSampler, "frontier": FrontierSampler}
     return classes[name](shard, transport, batch_size, **sampler_options(name, batch_size, options))
+
+
+def samples_on_device(choice: str, device: torch.device) -> bool:
+    """Whether ``--sample-on`` ``choice`` draws batches with the device samplers (torch on ``device``).
+
+    ``auto``: on a GPU, so that batches are cut where the model trains; on a CPU the host samplers, which
+    docs/minibatch.md ("Where samplers run") measured faster there.
+    """
+    return choice == "device" or (choice == "auto" and device.type != "cpu")

@@ -29,14 +29,16 @@ def run_config(settings: dict[str, Any]) -> RunConfig:
     """The run's configuration (checked) from its settings by field name; a name not given keeps its default."""
     spec = sampler_of("minibatch", settings)
     batches_per_epoch = settings.get("batches_per_epoch")
+    sample_on = settings.get("sample_on")
     minibatch = None
     if spec is None:
-        if batches_per_epoch is not None:
-            raise ConfigError("minibatch.batches_per_epoch",
-                              "{minibatch.batches_per_epoch} needs {minibatch.sampler}")
+        for name, given in (("batches_per_epoch", batches_per_epoch), ("sample_on", sample_on)):
+            if given is not None and given != default_of(MinibatchConfig, name):
+                raise ConfigError(f"minibatch.{name}", f"{{minibatch.{name}}} needs {{minibatch.sampler}}")
     else:
         from distgcn.training.pipeline import minibatch_config
 
         minibatch = minibatch_config(spec.name, spec.batch_size, spec.options, batches_per_epoch,
-                                     settings.get("norm_samples", default_of(MinibatchConfig, "norm_samples")))
+                                     settings.get("norm_samples", default_of(MinibatchConfig, "norm_samples")),
+                                     sample_on or default_of(MinibatchConfig, "sample_on"))
     return RunConfig.from_settings(settings, minibatch)

@@ -75,19 +75,23 @@ def oracle(graph_file: str, sampler: str) -> tuple[sp.csr_matrix, list[float], l
 
 
 @pytest.mark.unit  # in-process ranks: the helper's mpiexec branch is not taken (tests/conftest.py: tiers)
+@pytest.mark.parametrize("sample_on", ["host", "device"])
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
-def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler, ranks):
-    check_batches_and_losses(tmp_path, graph_file, sampler, ranks, in_process=True)
+def test_batches_and_losses_equal_single_process(tmp_path, graph_file, sampler, ranks, sample_on):
+    """Both the host samplers and the device samplers (torch, here on the CPU) equal the oracle."""
+    check_batches_and_losses(tmp_path, graph_file, sampler, ranks, in_process=True, sample_on=sample_on)
 
 
 def test_batches_and_losses_equal_single_process_under_mpiexec(tmp_path, graph_file):
     check_batches_and_losses(tmp_path, graph_file, "node", 3, in_process=False)
 
 
-def check_batches_and_losses(tmp_path, graph_file: str, sampler: str, ranks: int, in_process: bool) -> None:
+def check_batches_and_losses(tmp_path, graph_file: str, sampler: str, ranks: int, in_process: bool,
+                             sample_on: str = "auto") -> None:
     a_hat, expected, sets = oracle(graph_file, sampler)
-    records = train(tmp_path, graph_file, sampler, ranks, *FLAGS.get(sampler, []), in_process=in_process)
+    records = train(tmp_path, graph_file, sampler, ranks, *FLAGS.get(sampler, []), "--sample-on", sample_on,
+                    in_process=in_process)
     iterations = [it for r in records for it in r["iterations"]]
     assert [it["batch_vertices"] for it in iterations] == [len(s) for s in sets]
     np.testing.assert_allclose([it["loss"] for it in iterations], expected, rtol=1e-9)
