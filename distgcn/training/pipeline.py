@@ -63,7 +63,7 @@ from distgcn.shard.distribute import load_own_shard
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.scatter import build_and_scatter, startup_partitioning
 from distgcn.training import soundness
-from distgcn.training.sampler_choice import sampler_options
+from distgcn.training.sampler_choice import sampler_options, samples_on_device
 from distgcn.training.trainer import Trainer
 
 T = TypeVar("T")
@@ -151,7 +151,9 @@ def _run(config: RunConfig, transport: Transport, threads: int, shard_source: Sh
         agreed(lambda: check_target(Path(outputs.save_weights), WEIGHTS) if root else None)
     header = _run_header(config, shard, transport, threads, kernels.name) if root else None
     if header is not None and config.minibatch is not None:
-        header["minibatch"] = dict(vars(config.minibatch))
+        header["minibatch"] = {**vars(config.minibatch),
+                               "sampled_on": "device" if samples_on_device(config.minibatch.sample_on,
+                                                                           transport.device) else "host"}
     if header is not None and progress.verbose:
         for line in settings_lines(header):
             progress.detail(line)

@@ -269,6 +269,45 @@ def test_nccl_under_torchrun_equals_single_process(tmp_path, directed_graph):
     check_equals_reference(directed_graph, tmp_path, "random", ranks)
 
 
+def minibatch_losses(tmp_path, graph: str, sampler: str, backend: str, ranks: int,
+                     *extra: str) -> tuple[dict, list[dict]]:
+    """The run header and every batch of a two-epoch minibatch run under torchrun."""
+    metrics = tmp_path / f"{backend}-{sampler}-{len(extra)}.jsonl"
+    options = {"rw": ["--walk-length", "3"], "frontier": ["--frontier-size", "10"]}.get(sampler, [])
+    args = ["-m", "distgcn", "train", "--graph", graph, "--features", "8", "--classes", "3", "--partition", "random",
+            "--backend", backend, "--dtype", "float64", "--epochs", "2", "--seed", str(SEED), "--hidden", "4",
+            "--sampler", sampler, "--batch-size", "50", "--norm-samples", "20", *options,
+            "--metrics", str(metrics), "--quiet", *extra]
+    proc = torchrun(args, ranks=ranks)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return records[0]["run"], [it for r in records for it in r["iterations"]]
+
+
+def test_device_samplers_over_gloo_equal_the_host_samplers(tmp_path, directed_graph):
+    """The device samplers' exchanges (membership bytes, walkers handed off) over torch.distributed: two gloo ranks
+    drawing rw batches with torch on the CPU train exactly as with the host samplers."""
+    run, device = minibatch_losses(tmp_path, directed_graph, "rw", "gloo", 2, "--sample-on", "device")
+    assert run["minibatch"]["sampled_on"] == "device"
+    _, host = minibatch_losses(tmp_path, directed_graph, "rw", "gloo", 2)
+    assert all(it["walkers_handed_off"] > 0 for it in host)
+    assert device == [{**it, "batch_s": d["batch_s"], "sample_s": d["sample_s"]} for it, d in zip(host, device)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
+@pytest.mark.parametrize("sampler", ["node", "edge", "rw", "frontier"])
+def test_minibatch_over_nccl_equals_gloo_on_the_cpu(tmp_path, directed_graph, sampler):
+    """A GPU rank samples, cuts and normalizes its batches on the GPU (the device samplers, ``--sample-on auto``)
+    and trains on them; two gloo ranks on the CPU sample with the host samplers. Same batches, same losses."""
+    ranks = min(2, torch.cuda.device_count())
+    run, on_gpu = minibatch_losses(tmp_path, directed_graph, sampler, "nccl", ranks)
+    assert run["minibatch"]["sampled_on"] == "device"
+    run, on_cpu = minibatch_losses(tmp_path, directed_graph, sampler, "gloo", 2)
+    assert run["minibatch"]["sampled_on"] == "host"
+    assert [it["batch_vertices"] for it in on_gpu] == [it["batch_vertices"] for it in on_cpu]
+    np.testing.assert_allclose([it["loss"] for it in on_gpu], [it["loss"] for it in on_cpu], rtol=1e-9)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU)
 def test_predicted_peak_memory_within_25_percent_on_gpu(tmp_path):
     """Measured: torch.cuda.max_memory_allocated over loading the shard and training."""

@@ -97,6 +97,14 @@ def compare_on_rank(transport, graph: str, symmetrize: bool, device: str) -> dic
         for field in ("vertex_counts", "owned_edge_counts", "halo_edge_counts"):
             if not np.array_equal(getattr(counts, field), getattr(d_counts, field).cpu().numpy()):
                 report["differs"].append((name, "presample", field))
+        # the GraphSAINT weights of the last batch, as training applies them: float64, bit for bit
+        entry_rows = np.repeat(np.arange(cut.owned_block.shape[0]), np.diff(cut.owned_block.indptr))
+        weights = (counts.aggregator_scale(cut.rows[entry_rows], cut.owned_entries, "owned"),
+                   counts.loss_weights(cut.rows, 9973))
+        d_weights = (d_counts.aggregator_scale(d_cut.rows[d_cut.owned_block.entry_rows()], d_cut.owned_entries,
+                                               "owned"), d_counts.loss_weights(d_cut.rows, 9973))
+        if not all(np.array_equal(w, d.cpu().numpy()) for w, d in zip(weights, d_weights)):
+            report["differs"].append((name, "weights"))
     return report
 
 

@@ -43,7 +43,11 @@ class LocalNormalization:
 
     def loss_weights(self, rows: Counts, num_targets: int) -> Counts:
         """1 / λ(v) = K / (T · C(v)) for owned rows."""
-        return self.num_samples / _float64(num_targets * _at_least_1(self.vertex_counts[rows]))
+        denominators = _float64(num_targets * _at_least_1(self.vertex_counts[rows]))
+        if isinstance(denominators, np.ndarray):
+            return self.num_samples / denominators
+        # torch turns number / tensor into reciprocal and product, which rounds differently from numpy's quotient
+        return torch.full_like(denominators, float(self.num_samples)) / denominators
 
 
 def _at_least_1(counts: Counts) -> Counts:
