@@ -113,7 +113,21 @@ def measure(shard, transport, sampler_name: str, batch_size: int, batches: int, 
             "vertices_per_s": round(mean_v / median_total), "entries_per_s": round(mean_e / median_total)}
 
 
-def throughput(spec: str, symmetrize: bool, batch_size: int, batches: int, cuda: bool) -> list[dict]:
+def dependent_step_us(device: str, steps: int = 2000) -> float:
+    """Microseconds per step of a chain where each step reads the previous one's result on the host (one small
+    kernel and one device-to-host copy): the floor of a sequential walk run step by step on ``device``."""
+    table = torch.arange(1024, device=device)
+    position = 0
+    for _ in range(2):
+        start = _clock(device)
+        for _ in range(steps):
+            position = int(table[(position * 7 + 3) % 1024])
+        elapsed = _clock(device) - start
+    return round(elapsed / steps * 1e6, 2)
+
+
+def throughput(spec: str, symmetrize: bool, batch_size: int, batches: int, cuda: bool,
+               rw_sizes: list[int]) -> list[dict]:
     def on_rank(transport) -> list[dict]:
         t0 = time.perf_counter()
         shard = build_and_scatter(transport, GraphOptions(spec=spec, symmetrize=symmetrize, features=64, classes=8,
@@ -121,12 +135,13 @@ def throughput(spec: str, symmetrize: bool, batch_size: int, batches: int, cuda:
         print(f"# {spec}: n = {shard.n_global:,}, nnz(Â) = {shard.owned_block.nnz:,}, "
               f"loaded in {time.perf_counter() - t0:.1f} s", flush=True)
         rows, blocks_on = [], {}
-        for name in SAMPLERS:
+        runs = [(name, batch_size) for name in SAMPLERS] + [("rw", size) for size in rw_sizes]
+        for name, size in runs:
             reference: list = []
             for label, device, threads, grouped in ways(cuda):
                 for group in ([True, False] if name == "rw" and device is not None else [grouped]):
-                    row = measure(shard, transport, name, batch_size, batches, label, device, threads, group,
-                                  blocks_on, reference)
+                    row = {"batch_size": size, **measure(shard, transport, name, size, batches, label, device,
+                                                         threads, group, blocks_on, reference)}
                     print(json.dumps(row), flush=True)
                     rows.append(row)
         return rows
@@ -173,6 +188,8 @@ def main() -> None:
     parser.add_argument("--graphs", nargs="+", default=[f"{SLASHDOT}", RMAT],
                         help="graph specs as train --graph takes them (a SNAP file is symmetrized)")
     parser.add_argument("--batch-size", type=int, default=8000)
+    parser.add_argument("--rw-batch-sizes", type=int, nargs="*", default=[],
+                        help="also rw alone at these batch sizes (many walkers: where grouping by transit may pay)")
     parser.add_argument("--batches", type=int, default=10, help="timed batches per sampler and way")
     parser.add_argument("--train-steps", type=int, default=0, help="also the share of a step (0: skip)")
     parser.add_argument("--no-cuda", action="store_true", help="leave the GPU out even where one is visible")
@@ -186,18 +203,21 @@ def main() -> None:
                "graphs": {}}
     for spec in args.graphs:
         symmetrize = not spec.startswith("synthetic:")
-        entry = {"throughput": throughput(spec, symmetrize, args.batch_size, args.batches, cuda)}
+        entry = {"throughput": throughput(spec, symmetrize, args.batch_size, args.batches, cuda, args.rw_batch_sizes)}
         if args.train_steps:
             entry["step_share"] = step_shares(spec, symmetrize, args.batch_size, args.train_steps, cuda)
         results["graphs"][spec] = entry
+    results["dependent_step_us"] = {device: dependent_step_us(device) for device in ["cpu"] + (["cuda"] if cuda else [])}
+    print(f"one dependent step (index + read back): {results['dependent_step_us']} µs", flush=True)
     results["machine"]["loadavg_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     for spec, entry in results["graphs"].items():
-        print(f"\n{Path(spec).name}\n\n| sampler | way | mean \\|S\\| | nnz(Â[S, S]) | sample | sample + cut "
-              "| vertices/s | entries/s |\n|---|---|---:|---:|---:|---:|---:|---:|")
+        print(f"\n{Path(spec).name}\n\n| sampler | N | way | mean \\|S\\| | nnz(Â[S, S]) | sample | sample + cut "
+              "| vertices/s | entries/s |\n|---|---:|---|---:|---:|---:|---:|---:|---:|")
         for r in entry["throughput"]:
-            print(f"| {r['sampler']} | {r['way']} | {r['mean_vertices']:,.0f} | {r['mean_entries']:,.0f} | "
+            print(f"| {r['sampler']} | {r['batch_size']:,} | {r['way']} | {r['mean_vertices']:,.0f} | "
+                  f"{r['mean_entries']:,.0f} | "
                   f"{r['sample_ms']:.2f} ms | {r['sample_and_cut_ms']:.2f} ms | {r['vertices_per_s']:,} | "
                   f"{r['entries_per_s']:,} |")
         for r in entry.get("step_share", []):
