@@ -57,7 +57,7 @@ fi
 # Sampling: the four samplers, host against device, R-MAT 2^20 (and Slashdot with the share of a training step)
 if wants sampling; then
     timeout 150 "$py" benchmarks/sampler_throughput.py --graphs "synthetic:rmat,scale=${RMAT_SCALE:-20},edge_factor=12,features=64,classes=8" \
-        --out "$out/sampling-rmat.json" > "$out/sampling.txt" 2>&1 || echo "exit status $?" >> "$out/sampling.txt"
+        --rw-batch-sizes 262144 --out "$out/sampling-rmat.json" > "$out/sampling.txt" 2>&1 || echo "exit status $?" >> "$out/sampling.txt"
     if [ -n "${SLASHDOT:-}" ]; then
         timeout 200 "$py" benchmarks/sampler_throughput.py --graphs "$SLASHDOT" --train-steps 10 \
             --out "$out/sampling-slashdot.json" >> "$out/sampling.txt" 2>&1 || echo "exit status $?" >> "$out/sampling.txt"
