@@ -81,17 +81,26 @@ def build_batch(shard: Shard, plan_bytes: PlanBytes, owned_in: np.ndarray, halo_
 
 
 class ShardBlocksOn:
-    """The shard's owned and halo blocks as tensors on a device, with each entry's row: what batches are cut from."""
+    """The shard's owned and halo blocks as tensors on a device: what batches are cut from."""
 
     def __init__(self, shard: Shard, device: torch.device):
         owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
         self.owned, self.owned_position = sorted_csr_on(owned, device)
         self.halo, self.halo_position = sorted_csr_on(halo, device)
-        self.owned_rows = self.owned.entry_rows()
-        self.halo_rows = self.halo.entry_rows()
         self.n_halo = shard.n_halo
         self.symmetric = is_symmetric(owned)
         """The owned block is its own transpose, and so is every batch's (the same rows and columns of it)."""
+
+
+def _entries_of_rows(csr: CsrTensors, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions of the entries of ``rows`` in ``csr`` (row by row) and each one's index in ``rows``: work in
+    proportion to those entries, not to the whole block."""
+    starts = csr.indptr[rows]
+    counts = csr.indptr[rows + 1] - starts
+    total = int(counts.sum())
+    which = torch.repeat_interleave(torch.arange(rows.shape[0], device=rows.device), counts, output_size=total)
+    first = torch.cumsum(counts, 0) - counts
+    return (starts - first)[which] + torch.arange(total, device=rows.device), which
 
 
 @dataclass
@@ -122,20 +131,23 @@ def build_batch_on_device(blocks: ShardBlocksOn, plan_bytes: PlanBytes, owned_in
     """:func:`build_batch` with tensor operations on the memberships' device, and the same result (collective)."""
     device = owned_in.device
     rows = torch.nonzero(owned_in).flatten()
+    n = rows.shape[0]
     new_local = torch.cumsum(owned_in, 0) - 1
     o = blocks.owned
-    kept = torch.nonzero(owned_in[blocks.owned_rows] & owned_in[o.indices]).flatten()
-    owned_block = CsrTensors.from_entries(new_local[blocks.owned_rows[kept]], new_local[o.indices[kept]],
-                                          o.values[kept], (rows.shape[0], rows.shape[0]))
+    positions, row = _entries_of_rows(o, rows)
+    keep = owned_in[o.indices[positions]]
+    kept = positions[keep]
+    owned_block = CsrTensors.from_entries(row[keep], new_local[o.indices[kept]], o.values[kept], (n, n))
     owned_entries = blocks.owned_position[kept]
     h = blocks.halo
-    in_rows = owned_in[blocks.halo_rows]
-    need = halo_in & (torch.bincount(h.indices[in_rows], minlength=blocks.n_halo) > 0)
-    kept = torch.nonzero(in_rows & need[h.indices]).flatten()
+    positions, row = _entries_of_rows(h, rows)
+    cols = h.indices[positions]
+    need = halo_in & (torch.bincount(cols, minlength=blocks.n_halo) > 0)
+    keep = need[cols]
+    kept = positions[keep]
     halo_local = torch.cumsum(need, 0) - 1
     n_need = int(need.sum())
-    halo_block = CsrTensors.from_entries(new_local[blocks.halo_rows[kept]], halo_local[h.indices[kept]],
-                                         h.values[kept], (rows.shape[0], n_need))
+    halo_block = CsrTensors.from_entries(row[keep], halo_local[cols[keep]], h.values[kept], (n, n_need))
     halo_entries = blocks.halo_position[kept]
     wanted = plan_bytes.reverse(need.to(torch.uint8)) != 0  # per send_index entry: does the peer need it
     send_counts = _segment_counts(wanted, plan_bytes.send)

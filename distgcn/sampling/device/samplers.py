@@ -74,7 +74,7 @@ class DeviceEdgeSampler(DeviceSampler):
         return owned_in, self._halo_copies(owned_in)
 
 
-def on_device(host: DistributedSampler, device: torch.device, group_by_transit: bool = True) -> DeviceSampler:
+def on_device(host: DistributedSampler, device: torch.device, group_by_transit: bool = False) -> DeviceSampler:
     """The device form of a host sampler (``group_by_transit``: rw walkers sorted by the vertex they stand on)."""
     from distgcn.sampling.device.walks import DeviceFrontierSampler, DeviceRandomWalkSampler
 

@@ -29,7 +29,7 @@ from distgcn.sampling.distributed.keys import ROOTS, START, STEP, stream_key
 class DeviceRandomWalkSampler(DeviceSampler):
     """rw on the device: Poisson roots by inverse CDF, h keyed steps, walkers handed off between ranks."""
 
-    def __init__(self, host: RandomWalkSampler, device: torch.device, group_by_transit: bool = True):
+    def __init__(self, host: RandomWalkSampler, device: torch.device, group_by_transit: bool = False):
         super().__init__(host, device)
         self.walk_length = host.walk_length
         self.group_by_transit = group_by_transit
