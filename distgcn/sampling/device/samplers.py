@@ -73,12 +73,3 @@ class DeviceEdgeSampler(DeviceSampler):
         owned_in = self.bytes.reverse_or(owned_in, halo_in)  # tell owners of halo endpoints
         return owned_in, self._halo_copies(owned_in)
 
-
-def on_device(host: DistributedSampler, device: torch.device, group_by_transit: bool = False) -> DeviceSampler:
-    """The device form of a host sampler (``group_by_transit``: rw walkers sorted by the vertex they stand on)."""
-    from distgcn.sampling.device.walks import DeviceFrontierSampler, DeviceRandomWalkSampler
-
-    if host.name == "rw":
-        return DeviceRandomWalkSampler(host, device, group_by_transit)
-    classes = {"node": DeviceNodeSampler, "edge": DeviceEdgeSampler, "frontier": DeviceFrontierSampler}
-    return classes[host.name](host, device)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -65,12 +64,13 @@ def presample(sampler: DistributedSampler, seed: int, num_samples: int,
 
     ``sampler``: a host sampler, or a device sampler whose counts then stay on its device.
     """
-    zeros = np.zeros if isinstance(sampler, DistributedSampler) else partial(torch.zeros, device=sampler.device)
-    int64 = np.int64 if isinstance(sampler, DistributedSampler) else torch.int64
-    c_v = zeros(sampler.shard.n_owned, dtype=int64)
-    c_e = {b: zeros(sampler.rows[b].shape[0], dtype=int64) for b in ("owned", "halo")}
+    c_v = np.zeros(sampler.shard.n_owned, dtype=np.int64)
+    c_e = {b: np.zeros(sampler.rows[b].shape[0], dtype=np.int64) for b in ("owned", "halo")}
     for k in range(num_samples):
         owned_in, halo_in = sampler.sample(batch_key(seed, 0, k))
+        if k == 0 and isinstance(owned_in, torch.Tensor):  # a device sampler: count where it samples
+            c_v = torch.zeros(c_v.shape, dtype=torch.int64, device=owned_in.device)
+            c_e = {b: torch.zeros(c.shape, dtype=torch.int64, device=owned_in.device) for b, c in c_e.items()}
         c_v += owned_in
         for block, col_in in (("owned", owned_in), ("halo", halo_in)):
             c_e[block] += owned_in[sampler.rows[block]] & col_in[sampler.cols[block]]
