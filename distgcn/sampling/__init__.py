@@ -1,4 +1,4 @@
-"""Minibatch subgraph samplers, in two implementations kept apart (docs/minibatch.md).
+"""Minibatch subgraph samplers: a single-process reference, and the distributed samplers on the host or a device.
 
 * :mod:`.reference`: the single-process GraphSAINT samplers (node, edge, rw,
   frontier) over the whole Â, drawing from a ``numpy.random.Generator`` as
@@ -14,7 +14,11 @@
   generator draw, so a batch is a function of (seed, epoch, batch): the same
   for every P and partition, and replayed on resume with no sampler state.
 
-Why both: a generator's sequential draws cannot be shared out among ranks
+* :mod:`.device`: the distributed samplers again as torch operations on the
+  rank's device (its GPU with NCCL), drawing exactly the same batches; chosen
+  by ``train --sample-on`` (docs/minibatch.md, "Where samplers run").
+
+Why the first two differ: a generator's sequential draws cannot be shared out among ranks
 without sending them or the graph; hashed decisions can, but they change the
 draw itself. Node and edge include each vertex or entry independently,
 Poisson(N·P) draws instead of N draws with replacement; rw roots
@@ -39,8 +43,9 @@ sampler draws, for every P, what the whole-graph oracle of
 tests/oracles/minibatch_reference.py draws with the same keys (tests/training/test_minibatch.py,
 tests/training/test_minibatch_walks.py).
 
-Dependencies run one way: :mod:`.distributed` imports :mod:`.reference`
-(the Fenwick tree), neither imports :mod:`distgcn.training`, and this file
+Dependencies run one way: :mod:`.device` imports :mod:`.distributed` (whose
+setup it copies), :mod:`.distributed` imports :mod:`.reference` (the Fenwick
+tree), none imports :mod:`distgcn.training`, and this file
 imports neither, so the sampler flags that ``partition`` and ``train`` share
 (:mod:`distgcn.cli.sampler_options`) load without torch.
 """

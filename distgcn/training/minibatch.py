@@ -23,7 +23,12 @@ from distgcn.config import MinibatchConfig, TrainConfig
 from distgcn.kernels import Kernels
 from distgcn.nn.sparse_input import SparseRows
 from distgcn.sampling.device import DeviceSampler, on_device
-from distgcn.sampling.distributed import DistributedSampler, LocalNormalization, batch_key, presample
+from distgcn.sampling.distributed import (
+    DistributedSampler,
+    LocalNormalization,
+    batch_key,
+    presample,
+)
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.halo import HaloExchanger
 from distgcn.spmm.product import DistributedAdjacency, spmm
@@ -109,8 +114,12 @@ class SampledBatches:
         t = self.trainer
         device = t.transport.device
         adjacency = self._batch_adjacency(blocks)
-        rows = blocks.rows if self.on_device else torch.from_numpy(blocks.rows).to(device)
-        host_rows = blocks.rows.cpu().numpy() if self.on_device else blocks.rows  # no copy on the CPU
+        if self.on_device:  # a GPU's batch rows stay there; on the CPU the tensor and the array share memory
+            rows = blocks.rows
+            host_rows = rows.numpy() if device.type == "cpu" else None
+        else:
+            rows = torch.from_numpy(blocks.rows).to(device)
+            host_rows = blocks.rows
         train = t.masks["train"][rows]
         labels = t.labels[rows][train]
         targets = rows[train] if self.on_device else blocks.rows[train.cpu().numpy()]
@@ -120,10 +129,12 @@ class SampledBatches:
         else:
             in_batch = t.transport.allreduce([int(targets.shape[0])])[0]
             scale = torch.full((targets.shape[0],), 1.0 / max(in_batch, 1), dtype=t.dtype, device=device)
-        inputs = t.inputs.take(host_rows) if isinstance(t.inputs, SparseRows) else t.inputs[rows]
+        if isinstance(t.inputs, SparseRows):  # sparse features are held on the host
+            inputs = t.inputs.take(rows.cpu().numpy() if host_rows is None else host_rows)
+        else:
+            inputs = t.inputs[rows]
         # dropout keys: global ids, hashed where the activations are (a GPU reads them from its own copy)
-        row_ids = self.sampler.global_ids[rows] if self.on_device and device.type != "cpu" else \
-            t.shard.global_ids[host_rows]
+        row_ids = self.sampler.global_ids[rows] if host_rows is None else t.shard.global_ids[host_rows]
         return Step(inputs, lambda h: spmm(adjacency, h), row_ids, number,
                     lambda logits: (cross_entropies(logits[train], labels) * scale).sum())
 

@@ -21,8 +21,9 @@ from distgcn.kernels import csr as csr_kernel
 from distgcn.kernels import kernels_for, tricks
 
 CALLERS = ("distgcn/training", "distgcn/spmm", "distgcn/memory", "distgcn/nn")
-ALLOWED = {"distgcn.kernels", "distgcn.kernels.dense", "distgcn.kernels.kept_buffers"}
-"""The interface, and the device-independent torch helpers (dense products in the BLAS's layouts, kept buffers)."""
+ALLOWED = {"distgcn.kernels", "distgcn.kernels.dense", "distgcn.kernels.kept_buffers", "distgcn.kernels.csr_tensors"}
+"""The interface, and the device-independent torch helpers (dense products in the BLAS's layouts, kept buffers, the
+CSR container that blocks cut on a device are built from)."""
 
 
 def test_callers_import_no_kernel_module() -> None:

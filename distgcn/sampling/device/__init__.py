@@ -17,7 +17,11 @@ frontier walk's chain stays on the host): docs/minibatch.md, "Where samplers run
 
 import torch
 
-from distgcn.sampling.device.samplers import DeviceEdgeSampler, DeviceNodeSampler, DeviceSampler
+from distgcn.sampling.device.samplers import (
+    DeviceEdgeSampler,
+    DeviceNodeSampler,
+    DeviceSampler,
+)
 from distgcn.sampling.device.walks import DeviceFrontierSampler, DeviceRandomWalkSampler
 from distgcn.sampling.distributed import DistributedSampler
 
