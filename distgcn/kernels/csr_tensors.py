@@ -60,12 +60,12 @@ class CsrTensors:
                              shape=self.shape)
 
 
-def sorted_csr_on(matrix: sp.csr_matrix, device: torch.device) -> tuple[CsrTensors, torch.Tensor]:
-    """``matrix`` on ``device`` with columns sorted within rows, and each stored entry's position in ``matrix``
-    (the identity where scipy already keeps it sorted), so that per-entry arrays of ``matrix`` still apply."""
+def sorted_csr_on(matrix: sp.csr_matrix, device: torch.device) -> tuple[CsrTensors, torch.Tensor | None]:
+    """``matrix`` on ``device`` with columns sorted within rows, and each stored entry's position in ``matrix``, so
+    that per-entry arrays of ``matrix`` still apply; None where the order is already sorted (no copy kept)."""
     rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
     order = np.lexsort((matrix.indices, rows))
     on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     csr = CsrTensors(on(matrix.indptr.astype(np.int64)), on(matrix.indices[order].astype(np.int64)),
                      on(matrix.data[order]), matrix.shape)
-    return csr, on(order.astype(np.int64))
+    return csr, None if np.array_equal(order, np.arange(order.size)) else on(order.astype(np.int64))

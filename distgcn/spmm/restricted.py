@@ -87,6 +87,7 @@ class ShardBlocksOn:
         owned, halo = shard.owned_block.tocsr(), shard.halo_block.tocsr()
         self.owned, self.owned_position = sorted_csr_on(owned, device)
         self.halo, self.halo_position = sorted_csr_on(halo, device)
+        """Each block sorted on the device, and where its entries were in the shard's block (None: in place)."""
         self.n_halo = shard.n_halo
         self.symmetric = is_symmetric(owned)
         """The owned block is its own transpose, and so is every batch's (the same rows and columns of it)."""
@@ -138,7 +139,7 @@ def build_batch_on_device(blocks: ShardBlocksOn, plan_bytes: PlanBytes, owned_in
     keep = owned_in[o.indices[positions]]
     kept = positions[keep]
     owned_block = CsrTensors.from_entries(row[keep], new_local[o.indices[kept]], o.values[kept], (n, n))
-    owned_entries = blocks.owned_position[kept]
+    owned_entries = kept if blocks.owned_position is None else blocks.owned_position[kept]
     h = blocks.halo
     positions, row = _entries_of_rows(h, rows)
     cols = h.indices[positions]
@@ -148,7 +149,7 @@ def build_batch_on_device(blocks: ShardBlocksOn, plan_bytes: PlanBytes, owned_in
     halo_local = torch.cumsum(need, 0) - 1
     n_need = int(need.sum())
     halo_block = CsrTensors.from_entries(row[keep], halo_local[cols[keep]], h.values[kept], (n, n_need))
-    halo_entries = blocks.halo_position[kept]
+    halo_entries = kept if blocks.halo_position is None else blocks.halo_position[kept]
     wanted = plan_bytes.reverse(need.to(torch.uint8)) != 0  # per send_index entry: does the peer need it
     send_counts = _segment_counts(wanted, plan_bytes.send)
     recv_counts = _segment_counts(need, plan_bytes.recv)

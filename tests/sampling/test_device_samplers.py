@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 from conftest import random_edge_file
 from minibatch_reference import batch_vertices
@@ -118,3 +119,20 @@ def test_device_samplers_draw_the_host_samplers_batches(graph_file, ranks, symme
     for name, options in SAMPLERS.items():
         expected = [batch_vertices(a_hat, name, BATCH, batch_key(SEED, e, b), **options).tolist() for e, b in KEYS]
         assert reports[0]["sets"][name] == expected, name
+
+
+def test_a_block_stored_unsorted_is_sorted_on_the_device_and_keeps_its_entries_positions():
+    """Shards keep scipy's sorted order, but a block whose columns are not sorted within rows must still be cut
+    right: the device copy is sorted, and each entry's position points back into the block as stored."""
+    from distgcn.kernels.csr_tensors import sorted_csr_on
+
+    block = sp.csr_matrix((np.array([1.0, 2.0, 3.0, 4.0, 5.0]), np.array([2, 0, 1, 1, 0]), np.array([0, 3, 3, 5])),
+                          shape=(3, 3))
+    assert not block.has_sorted_indices
+    csr, position = sorted_csr_on(block, torch.device("cpu"))
+    canonical = block.copy()
+    canonical.sort_indices()
+    assert _same_csr(csr, canonical)
+    np.testing.assert_array_equal(block.data[position.numpy()], csr.values.numpy())
+    block.sort_indices()
+    assert sorted_csr_on(block, torch.device("cpu"))[1] is None  # sorted: no position array kept
