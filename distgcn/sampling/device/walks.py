@@ -63,18 +63,9 @@ class DeviceRandomWalkSampler(DeviceSampler):
             halo_in[nxt[away] - n_owned] = True
             cur = torch.where(self.deg[nxt] > 0, nxt, cur)
             if t + 1 < self.walk_length:
-                cur, walker = self._hand_off(cur, walker)
+                cur, walker = self.host.hand_off(cur, walker)
         owned_in = self.bytes.reverse_or(owned_in, halo_in)  # halo vertices reached are recorded by their owners
         return owned_in, self._halo_copies(owned_in)
-
-    def _hand_off(self, cur: torch.Tensor, walker: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Walkers standing on halo vertices continue on those vertices' owners (collective)."""
-        n_owned = self.shard.n_owned
-        away = cur >= n_owned
-        rows, ids, messages = self.bytes.to_owners(cur[away] - n_owned, walker[away])
-        self.traffic["walker_messages"] += messages
-        self.traffic["walkers_handed_off"] += int(away.sum())
-        return torch.cat((cur[~away], rows)), torch.cat((walker[~away], ids))
 
 
 class DeviceFrontierSampler(DeviceSampler):

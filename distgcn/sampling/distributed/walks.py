@@ -22,7 +22,10 @@ a function of (seed, epoch, batch) only, the same for every P and partition:
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
+import torch
 
 from distgcn.comm.transport import Transport
 from distgcn.errors import InputError
@@ -32,6 +35,9 @@ from distgcn.sampling.distributed.samplers import DistributedSampler
 from distgcn.sampling.reference.dashboard import FenwickTree
 from distgcn.shard.rank_shard import Shard
 from distgcn.spmm.plan_bytes import PlanBytes
+
+Walkers = TypeVar("Walkers", np.ndarray, torch.Tensor)
+"""Walkers' local columns or ids: numpy arrays on the host, tensors on a device."""
 
 
 class WalkRows:
@@ -106,18 +112,22 @@ class RandomWalkSampler(DistributedSampler):
             halo_in[nxt[away] - n_owned] = True
             cur = np.where(self.walk.deg[nxt] > 0, nxt, cur)
             if t + 1 < self.walk_length:
-                cur, walker = self._hand_off(cur, walker)
+                cur, walker = self.hand_off(cur, walker)
         owned_in = self.bytes.reverse_or(owned_in, halo_in)  # halo vertices reached are recorded by their owners
         return owned_in, self.bytes.forward(owned_in.astype(np.uint8)) != 0
 
-    def _hand_off(self, cur: np.ndarray, walker: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Walkers standing on halo vertices continue on those vertices' owners (collective)."""
+    def hand_off(self, cur: Walkers, walker: Walkers) -> tuple[Walkers, Walkers]:
+        """Walkers standing on halo vertices continue on those vertices' owners (collective).
+
+        numpy arrays here; the device sampler (:mod:`distgcn.sampling.device.walks`) passes tensors on its device.
+        """
         n_owned = self.shard.n_owned
         away = cur >= n_owned
         rows, ids, messages = self.bytes.to_owners(cur[away] - n_owned, walker[away])
         self.traffic["walker_messages"] += messages
         self.traffic["walkers_handed_off"] += int(away.sum())
-        return np.concatenate((cur[~away], rows)), np.concatenate((walker[~away], ids))
+        join = np.concatenate if isinstance(cur, np.ndarray) else torch.cat
+        return join((cur[~away], rows)), join((walker[~away], ids))
 
 
 class FrontierSampler(DistributedSampler):
