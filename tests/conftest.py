@@ -2,6 +2,8 @@
 and the test tiers.
 
 Every test gets exactly one tier marker (pyproject.toml registers them):
+``emulated`` if it uses the ``emulated_cluster`` fixture (network namespaces joined by
+shaped links: benchmarks/cluster/emulated_cluster.py), else
 ``cluster`` if it uses the ``slurm_cluster`` fixture (a real Slurm), else
 ``mpi`` if it starts processes (mpiexec, torchrun, the CLI or any other
 program), else ``unit``. Whether a test starts processes is read from its code
@@ -32,6 +34,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from emulated_cluster_fixture import emulated_cluster  # noqa: F401 - the module fixture, for every test module
 from slurm_cluster import slurm_cluster  # noqa: F401 - the session fixture, for every test module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +215,7 @@ def devices() -> list:
 
 
 # ---- test tiers ----------------------------------------------------------------------------------
-TIERS = ("unit", "mpi", "cluster")
+TIERS = ("unit", "mpi", "cluster", "emulated")
 TESTS = Path(__file__).resolve().parent
 PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "pexpect")
 """A name bound to one of these modules, or to a function of theirs, starts processes."""
@@ -300,7 +303,9 @@ def _names_start_processes(code: types.CodeType, module_globals: dict) -> bool:
 
 
 def tier(item: pytest.Item) -> str:
-    """``cluster``, ``mpi`` or ``unit``, as the module docstring says."""
+    """``emulated``, ``cluster``, ``mpi`` or ``unit``, as the module docstring says."""
+    if "emulated_cluster" in getattr(item, "fixturenames", ()):
+        return "emulated"
     if "slurm_cluster" in getattr(item, "fixturenames", ()):
         return "cluster"
     function = getattr(item, "function", None)
@@ -316,7 +321,7 @@ def tier(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its tier (``-m unit``, ``-m mpi``, ``-m cluster`` select them)."""
+    """Mark every test with its tier (``-m unit``, ``-m mpi``, ``-m cluster``, ``-m emulated`` select them)."""
     for item in items:
         if not any(item.get_closest_marker(name) for name in TIERS):  # a test may state its own
             item.add_marker(getattr(pytest.mark, tier(item)))

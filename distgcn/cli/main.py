@@ -15,12 +15,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from distgcn.cli import jobs, partition, predict, report, stats, train
+from distgcn.cli import calibrate, jobs, partition, predict, report, stats, train
 from distgcn.config import ConfigError
 from distgcn.errors import InputError, as_input_error
 from distgcn.runtime import signals
 
-COMMANDS = (train, predict, partition, stats, report, jobs)
+COMMANDS = (train, predict, partition, stats, calibrate, report, jobs)
 """Each with ``add_parser(subparsers)`` and ``run(args) -> int``, in the order ``distgcn --help`` lists them."""
 
 

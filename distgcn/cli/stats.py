@@ -14,8 +14,20 @@ from distgcn.cli.options import (
     probability,
     widths,
 )
+from distgcn.cli.time_tables import bandwidth, latency
 from distgcn.config import ModelConfig
 from distgcn.memory.from_sizes import parse_spec
+
+
+def _parsed(parse):
+    """An argparse type that words a ValueError as argparse's own one-line error."""
+    def parse_argument(text: str):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse_argument.__name__ = parse.__name__
+    return parse_argument
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -50,6 +62,18 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="--conv sage: no W_self term")
     stats.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
                        help=HALO_WINDOW_HELP + " (default: 4)")
+    stats.add_argument("--predict-time", metavar="CALIBRATION",
+                       help="instead of the report: each DIR's predicted epoch time from a file of `distgcn "
+                            "calibrate` (whose model is the one predicted for)")
+    stats.add_argument("--bandwidth", type=_parsed(bandwidth), metavar="RATE",
+                       help="--predict-time: a node link's rate each way, as 100mbit, 10gbit or 25GB/s "
+                            "(default: the calibration's measurement)")
+    stats.add_argument("--latency", type=_parsed(latency), metavar="TIME",
+                       help="--predict-time: a message's start-up time, as 2us or 0.5ms (default: the "
+                            "calibration's measurement)")
+    stats.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="K",
+                       help="--predict-time: ranks placed on each node in rank order; their messages to each other "
+                            "do not cross a link (default: 1)")
     stats.set_defaults(field_name=field_flags(stats))
     return stats
 
@@ -66,7 +90,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("stats: give partition directories or --predict, not both" if args.predict else
                          "stats: give a partition directory (or several), or --predict n=...,nnz=...,features=...,"
                          "parts=...")
-    if args.predict is not None:
+    time_only = [flag for flag, value in (("--bandwidth", args.bandwidth), ("--latency", args.latency),
+                                          ("--ranks-per-node", args.ranks_per_node != 1)) if value]
+    if args.predict_time is None and time_only:
+        raise InputError(f"stats: {time_only[0]} applies to --predict-time only")
+    if args.predict_time is not None:
+        from distgcn.cli.time_tables import print_time_predictions
+
+        if args.predict is not None:
+            raise InputError("stats: --predict-time needs partition directories, not --predict")
+        print_time_predictions(args.partition_dirs, args.predict_time,
+                               {"latency_s": args.latency, "bandwidth_bytes_s": args.bandwidth},
+                               args.ranks_per_node, args.json)
+    elif args.predict is not None:
         print_prediction(args.predict, options, as_json=args.json)
     elif len(args.partition_dirs) == 1:
         print_stats(args.partition_dirs[0], as_json=args.json, options=options)

@@ -167,7 +167,8 @@ CHECKPOINT = Kind("checkpoint", lambda path: _head(path, 19) == b"DISTGCN-CHECKP
 REPORT_SUMMARY = Kind("report summary", _is_report_summary)
 REPORT_FIGURE = Kind("report figure", _is_report_figure)
 PARTITION = Kind("partition directory", _is_partition)
-KINDS = (METRICS, WEIGHTS, EXPORT, GRAPH, CHECKPOINT, REPORT_SUMMARY, REPORT_FIGURE, PARTITION)
+CALIBRATION = Kind("calibration file", lambda path: b'"format": "distgcn-calibration"' in _head(path, 256))
+KINDS = (METRICS, WEIGHTS, EXPORT, GRAPH, CHECKPOINT, REPORT_SUMMARY, REPORT_FIGURE, PARTITION, CALIBRATION)
 
 
 def is_output(path: Path, kind: Kind) -> bool:

@@ -1,0 +1,133 @@
+"""``distgcn stats DIR --predict-time CALIBRATION``: a partition's predicted epoch time, per rank and in all
+(the model: distgcn/performance/epoch_time.py; the calibration: distgcn/performance/calibration.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from distgcn.errors import InputError
+from distgcn.memory.prediction import ITEMSIZE
+from distgcn.performance.epoch_time import Network
+
+_RATE = re.compile(r"^(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(bit|kbit|mbit|gbit|B/s|kB/s|MB/s|GB/s)$", re.IGNORECASE)
+_RATE_UNITS = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,
+               "b/s": 1.0, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9}
+_TIME = re.compile(r"^(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*(s|ms|us|ns)?$", re.IGNORECASE)
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, None: 1.0}
+
+
+def bandwidth(text: str) -> float:
+    """``--bandwidth``: bytes per second from ``100mbit``, ``10gbit`` (tc's decimal bits) or ``25GB/s``."""
+    match = _RATE.match(text.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"expected a rate such as 100mbit, 10gbit or 25GB/s, got {text!r}")
+    return float(match.group(1)) * _RATE_UNITS[match.group(2).lower()]
+
+
+def latency(text: str) -> float:
+    """``--latency``: seconds from ``2us``, ``0.5ms`` or a plain number of seconds."""
+    match = _TIME.match(text.strip())
+    if not match:
+        raise ValueError(f"expected a time such as 2us, 0.5ms or 1e-6, got {text!r}")
+    return float(match.group(1)) * _TIME_UNITS[match.group(2).lower() if match.group(2) else None]
+
+
+def _gradient_sizes(model, widths: list[int]) -> list[int]:
+    """Elements of each parameter of the model (one allreduce each), from the model itself."""
+    import torch
+
+    from distgcn.config import TrainConfig
+    from distgcn.nn.registry import build_model
+
+    config = TrainConfig(**{name: getattr(model, name) for name in model.__dataclass_fields__})
+    return [p.numel() for p in build_model(config, widths, torch.float32).parameters()]
+
+
+def predict_time(directory: Path, calibration_path: str, given: dict[str, float | None],
+                 ranks_per_node: int) -> dict:
+    """The prediction's JSON object for one partition directory."""
+    from distgcn.memory.from_sizes import epoch_exchange_widths
+    from distgcn.performance.calibration import model_of, read_calibration
+    from distgcn.performance.epoch_time import ComputeRates, predict_epoch, rank_load
+    from distgcn.shard.directory import load_listed_shard, read_meta, verify_parts_file
+
+    calibration = read_calibration(calibration_path)
+    model = model_of(calibration)
+    meta = read_meta(directory)
+    verify_parts_file(directory, meta)
+    graph = meta.get("graph") or {}
+    features, classes = graph.get("features"), graph.get("classes")
+    if (features, classes) != (calibration["features"], calibration["classes"]):
+        raise InputError(f"{calibration_path}: calibrated for {calibration['features']} features and "
+                         f"{calibration['classes']} classes; {directory} has {features} and {classes} "
+                         f"(calibrate again with --features {features} --classes {classes})")
+    measured = calibration["network"] or {}
+    latency_s = given["latency_s"] if given["latency_s"] is not None else measured.get("latency_s")
+    bandwidth_bytes_s = (given["bandwidth_bytes_s"] if given["bandwidth_bytes_s"] is not None
+                         else measured.get("bandwidth_bytes_s"))
+    if latency_s is None or bandwidth_bytes_s is None:
+        raise InputError(f"{calibration_path}: no network was measured (calibrated on one rank or with "
+                         f"--no-network): give --bandwidth and --latency")
+    parts = meta["parts"]
+    if ranks_per_node > parts:
+        raise InputError(f"--ranks-per-node {ranks_per_node}: the partition has only {parts} parts")
+    loads = [rank_load(load_listed_shard(directory, meta, rank)) for rank in range(parts)]
+    widths = model.widths(features, classes)
+    prediction = predict_epoch(loads, epoch_exchange_widths(model, features, classes, parts),
+                               ITEMSIZE[model.dtype], _gradient_sizes(model, widths),
+                               ComputeRates(**calibration["compute"]), Network(latency_s, bandwidth_bytes_s),
+                               ranks_per_node)
+    return {"partition": str(directory), "model": meta.get("model"), "parts": parts,
+            "calibration": {"path": calibration_path, "host": calibration["host"], "ranks": calibration["ranks"],
+                            "threads": calibration["threads"], "model": calibration["model"]},
+            "network_source": {"latency_s": "given" if given["latency_s"] is not None else "calibrated",
+                               "bandwidth_bytes_s": "given" if given["bandwidth_bytes_s"] is not None
+                               else "calibrated"},
+            **prediction}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def time_table(p: dict) -> str:
+    from distgcn.cli.stats_tables import model_words
+
+    network = p["network"]
+    lines = [f"predicted epoch time of {p['partition']} ({p['model']}, {p['parts']} ranks, "
+             f"{p['ranks_per_node']} per node; {model_words(p['calibration']['model'])}, calibrated on "
+             f"{p['calibration']['host']} with {p['calibration']['ranks']} rank(s) at once)",
+             f"network: latency {network['latency_s'] * 1e6:.1f} us ({p['network_source']['latency_s']}), "
+             f"bandwidth {network['bandwidth_bytes_s'] / 1e6:.1f} MB/s ({p['network_source']['bandwidth_bytes_s']})",
+             f"{'rank':>6} {'rows':>10} {'nonzeros':>12} {'rows sent':>10} {'messages':>9} {'compute':>11}"]
+    for r in p["ranks"]:
+        lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['nnz']:>12} {r['rows_sent']:>10} {r['messages_sent']:>9} "
+                     f"{_ms(r['compute_s']):>11}")
+    lines += [f"slowest rank {p['slowest_rank']}: compute {_ms(p['compute_s'])}; halo {_ms(p['halo_s'])} over "
+              f"{p['exchanges']} exchanges ({p['link_rows_per_exchange']} rows and "
+              f"{p['link_messages_per_exchange']} messages per exchange on the busiest link); allreduce "
+              f"{_ms(p['allreduce_s'])}",
+              f"epoch: {_ms(p['serial_s'])} with no transfer hidden, {_ms(p['overlapped_s'])} with each exchange "
+              f"hidden behind its share of the local compute"]
+    return "\n".join(lines)
+
+
+def comparison_table(predictions: Sequence[dict]) -> str:
+    header = ("partition", "model", "P", "compute", "halo", "allreduce", "epoch (serial)", "epoch (overlapped)")
+    body = [(p["partition"], str(p["model"]), str(p["parts"]), _ms(p["compute_s"]), _ms(p["halo_s"]),
+             _ms(p["allreduce_s"]), _ms(p["serial_s"]), _ms(p["overlapped_s"])) for p in predictions]
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                     for row in (header, *body))
+
+
+def print_time_predictions(directories: Sequence[str], calibration: str, given: dict[str, float | None],
+                           ranks_per_node: int, as_json: bool) -> None:
+    predictions = [predict_time(Path(d), calibration, given, ranks_per_node) for d in directories]
+    if as_json:
+        print(json.dumps(predictions[0] if len(predictions) == 1 else predictions))
+    else:
+        print(time_table(predictions[0]) if len(predictions) == 1 else comparison_table(predictions))

@@ -1,0 +1,182 @@
+"""Measuring the node and the network that an epoch-time prediction needs (``distgcn calibrate``).
+
+**Compute.** Each rank trains the model on its own for a few epochs on
+synthetic graphs of two sizes and two mean degrees (the stochastic block
+model of :mod:`distgcn.data.synthetic`), and the epoch times are fitted, by
+non-negative least squares, to ``per_nnz_s · nnz + per_row_s · rows +
+fixed_s`` (:class:`~distgcn.performance.epoch_time.ComputeRates`). Under a
+launcher all ranks measure at once, so ranks that share a node's cores and
+memory bandwidth are measured sharing them, as they will train.
+
+**Network.** Rank 0 and the last rank (on another node, under a launcher
+that places ranks by node) time a ping-pong of small messages (the latency)
+and of large ones (the bandwidth).
+
+The result is a JSON file; ``distgcn stats DIR --predict-time FILE`` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distgcn.config import ModelConfig
+from distgcn.errors import InputError
+from distgcn.performance.epoch_time import ComputeRates, Network
+
+FORMAT = "distgcn-calibration"
+VERSION = 1
+GRAPHS = ((12_000, 6.0), (12_000, 30.0), (36_000, 6.0), (36_000, 30.0))
+"""(vertices, mean degree) of the synthetic graphs the compute rates are fitted on."""
+LATENCY_BYTES = 8
+BANDWIDTH_BYTES = 8 * 2**20
+
+
+def measure_compute(model: ModelConfig, features: int, classes: int, epochs: int, threads: int | None,
+                    graphs: tuple[tuple[int, float], ...] = GRAPHS) -> list[dict]:
+    """This rank's median epoch time (after the first two) on each graph, trained alone."""
+    from distgcn import api
+    from distgcn.comm.transport.inprocess import InProcessTransport, World
+
+    samples = []
+    for n, degree in graphs:
+        spec = f"synthetic:sbm,n={n},avg_degree={degree},features={features},classes={classes},seed=7"
+        part = api.partition(spec, parts=1, model="random", seed=7)
+        transport = InProcessTransport(0, 1, World(1))
+        result = api.train(part, transport=transport, epochs=epochs, layers=model.layers, hidden=model.hidden,
+                           dtype=model.dtype, optimizer=model.optimizer, dropout=model.dropout, conv=model.conv,
+                           heads=model.heads, output_heads=model.output_heads, root_weight=model.root_weight,
+                           threads=threads, quiet=True)
+        times = [record["epoch_s"] for record in result.history[2:]] or [result.history[-1]["epoch_s"]]
+        samples.append({"rows": int(part.a_hat.shape[0]), "nnz": int(part.a_hat.nnz),
+                        "epoch_s": statistics.median(times)})
+    return samples
+
+
+def fit_rates(samples: list[dict]) -> ComputeRates:
+    """Non-negative least squares of epoch_s on (nnz, rows, 1), each sample weighted by 1/epoch_s so that small
+    and large graphs count alike (relative errors)."""
+    from scipy.optimize import nnls
+
+    design = np.array([[s["nnz"], s["rows"], 1.0] for s in samples], dtype=np.float64)
+    target = np.array([s["epoch_s"] for s in samples], dtype=np.float64)
+    weight = 1.0 / target
+    coefficients, _ = nnls(design * weight[:, None], target * weight)
+    return ComputeRates(*(float(c) for c in coefficients))
+
+
+def measure_network(comm, repeats: int = 200) -> dict | None:
+    """Latency (half the round trip of an 8-byte message) and bandwidth (a large message's one-way time, from
+    its round trip with an 8-byte reply) between rank 0 and the last rank; None with one rank."""
+    if comm.size < 2:
+        return None
+    peer = comm.size - 1
+    rank = comm.rank
+    small = np.zeros(LATENCY_BYTES, np.uint8)
+    large = np.zeros(BANDWIDTH_BYTES, np.uint8)
+
+    def round_trip(message: np.ndarray, reply: np.ndarray) -> float:
+        start = time.perf_counter()
+        if rank == 0:
+            comm.Send(message, dest=peer)
+            comm.Recv(reply, source=peer)
+        elif rank == peer:
+            comm.Recv(message, source=0)
+            comm.Send(reply, dest=0)
+        return time.perf_counter() - start
+
+    comm.Barrier()
+    for _ in range(10):
+        round_trip(small, small)
+    trips = [round_trip(small, small) for _ in range(repeats)]
+    latency = statistics.median(trips) / 2
+    bulk = [round_trip(large, small) for _ in range(5)]
+    seconds = max(statistics.median(bulk) - 2 * latency, 1e-9)
+    comm.Barrier()
+    return {"latency_s": latency, "bandwidth_bytes_s": BANDWIDTH_BYTES / seconds, "between_ranks": [0, peer]}
+
+
+def calibrate(model: ModelConfig, features: int, classes: int, *, epochs: int = 6, threads: int | None = None,
+              network: bool = True, comm=None, graphs: tuple[tuple[int, float], ...] = GRAPHS) -> dict:
+    """The calibration record (every rank returns it; rank 0 writes it)."""
+    samples = measure_compute(model, features, classes, epochs, threads, graphs)
+    ranks = 1
+    measured_network = None
+    if comm is not None:
+        ranks = comm.size
+        samples = [s for gathered in comm.allgather(samples) for s in gathered]
+        if network:
+            measured_network = comm.bcast(measure_network(comm), root=0)
+    return {"format": FORMAT, "version": VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "ranks": ranks, "threads": threads, "model": model.as_dict(),
+            "features": features, "classes": classes, "epochs": epochs,
+            "compute": asdict(fit_rates(samples)), "samples": samples, "network": measured_network}
+
+
+def read_calibration(path: str | Path) -> dict[str, Any]:
+    """A calibration file, checked; a one-line InputError naming the file otherwise."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such calibration file (make one with `distgcn calibrate --out {path}`)")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: not a calibration file ({error})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise InputError(f"{path}: not a calibration file written by `distgcn calibrate`")
+    if record.get("version") != VERSION:
+        raise InputError(f"{path}: calibration version {record.get('version')!r}; this distgcn reads {VERSION}")
+    try:
+        ComputeRates(**record["compute"])
+        if record.get("network") is not None:
+            Network(record["network"]["latency_s"], record["network"]["bandwidth_bytes_s"])
+        model_of(record)
+        int(record["features"]), int(record["classes"])
+    except (KeyError, TypeError, ValueError, InputError) as error:
+        raise InputError(f"{path}: damaged calibration file ({error})") from None
+    return record
+
+
+def describe(record: dict, path: Path) -> str:
+    """What ``calibrate`` prints: the model, the fitted rates, the network and the fit's worst error."""
+    from distgcn.cli.stats_tables import model_words
+
+    rates = ComputeRates(**record["compute"])
+    worst = max(abs(rates.epoch_s(s["nnz"], s["rows"]) - s["epoch_s"]) / s["epoch_s"] for s in record["samples"])
+    threads = f", {record['threads']} thread(s) each" if record["threads"] else ""
+    lines = [f"calibrated {model_words(record['model'])} with {record['features']} features and "
+             f"{record['classes']} classes on {record['host']} ({record['ranks']} rank(s) at once{threads})",
+             f"  compute per epoch: {rates.per_nnz_s * 1e9:.2f} ns per nonzero + {rates.per_row_s * 1e9:.1f} ns per "
+             f"row + {rates.fixed_s * 1e3:.2f} ms (fit within {worst:.0%} on {len(record['samples'])} measurements)"]
+    network = record["network"]
+    if network is None:
+        lines.append("  network: not measured (one rank, or --no-network): give --bandwidth and --latency to stats")
+    else:
+        a, b = network["between_ranks"]
+        lines.append(f"  network between ranks {a} and {b}: latency {network['latency_s'] * 1e6:.1f} us, bandwidth "
+                     f"{network['bandwidth_bytes_s'] / 1e6:.1f} MB/s ({network['bandwidth_bytes_s'] * 8 / 1e6:.0f} "
+                     f"Mbit/s)")
+    lines.append(f"written {path}")
+    return "\n".join(lines)
+
+
+def model_of(record: dict) -> ModelConfig:
+    """The model a calibration was measured for."""
+    model = dict(record["model"])
+    model["hidden"] = tuple(model["hidden"])
+    return ModelConfig(**model)
+
+
+def write_calibration(path: str | Path, record: dict) -> Path:
+    """Atomically; an earlier calibration file may be replaced, any other file is refused (distgcn/io/safe_io.py)."""
+    from distgcn.io.safe_io import CALIBRATION, write_text
+
+    return write_text(Path(path), CALIBRATION, json.dumps(record, indent=1) + "\n")
