@@ -63,8 +63,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     stats.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
                        help=HALO_WINDOW_HELP + " (default: 4)")
     stats.add_argument("--predict-time", metavar="CALIBRATION",
-                       help="instead of the report: each DIR's predicted epoch time from a file of `distgcn "
-                            "calibrate` (whose model is the one predicted for)")
+                       help="instead of the report: each DIR's (or the --predict graph's) predicted epoch time, "
+                            "from a file of `distgcn calibrate` (whose model is the one predicted for)")
     stats.add_argument("--bandwidth", type=_parsed(bandwidth), metavar="RATE",
                        help="--predict-time: a node link's rate each way, as 100mbit, 10gbit or 25GB/s "
                             "(default: the calibration's measurement)")
@@ -95,13 +95,13 @@ def run(args: argparse.Namespace) -> int:
     if args.predict_time is None and time_only:
         raise InputError(f"stats: {time_only[0]} applies to --predict-time only")
     if args.predict_time is not None:
-        from distgcn.cli.time_tables import print_time_predictions
+        from distgcn.cli.time_tables import print_time_prediction_by_size, print_time_predictions
 
+        given = {"latency_s": args.latency, "bandwidth_bytes_s": args.bandwidth}
         if args.predict is not None:
-            raise InputError("stats: --predict-time needs partition directories, not --predict")
-        print_time_predictions(args.partition_dirs, args.predict_time,
-                               {"latency_s": args.latency, "bandwidth_bytes_s": args.bandwidth},
-                               args.ranks_per_node, args.json)
+            print_time_prediction_by_size(args.predict, args.predict_time, given, args.ranks_per_node, args.json)
+        else:
+            print_time_predictions(args.partition_dirs, args.predict_time, given, args.ranks_per_node, args.json)
     elif args.predict is not None:
         print_prediction(args.predict, options, as_json=args.json)
     elif len(args.partition_dirs) == 1:

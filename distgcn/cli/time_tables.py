@@ -46,24 +46,8 @@ def _gradient_sizes(model, widths: list[int]) -> list[int]:
     return [p.numel() for p in build_model(config, widths, torch.float32).parameters()]
 
 
-def predict_time(directory: Path, calibration_path: str, given: dict[str, float | None],
-                 ranks_per_node: int) -> dict:
-    """The prediction's JSON object for one partition directory."""
-    from distgcn.memory.from_sizes import epoch_exchange_widths
-    from distgcn.performance.calibration import model_of, read_calibration
-    from distgcn.performance.epoch_time import ComputeRates, predict_epoch, rank_load
-    from distgcn.shard.directory import load_listed_shard, read_meta, verify_parts_file
-
-    calibration = read_calibration(calibration_path)
-    model = model_of(calibration)
-    meta = read_meta(directory)
-    verify_parts_file(directory, meta)
-    graph = meta.get("graph") or {}
-    features, classes = graph.get("features"), graph.get("classes")
-    if (features, classes) != (calibration["features"], calibration["classes"]):
-        raise InputError(f"{calibration_path}: calibrated for {calibration['features']} features and "
-                         f"{calibration['classes']} classes; {directory} has {features} and {classes} "
-                         f"(calibrate again with --features {features} --classes {classes})")
+def _network(calibration_path: str, calibration: dict, given: dict[str, float | None]) -> Network:
+    """The calibration's measured network, each figure replaced where the command line gives one."""
     measured = calibration["network"] or {}
     latency_s = given["latency_s"] if given["latency_s"] is not None else measured.get("latency_s")
     bandwidth_bytes_s = (given["bandwidth_bytes_s"] if given["bandwidth_bytes_s"] is not None
@@ -71,22 +55,77 @@ def predict_time(directory: Path, calibration_path: str, given: dict[str, float 
     if latency_s is None or bandwidth_bytes_s is None:
         raise InputError(f"{calibration_path}: no network was measured (calibrated on one rank or with "
                          f"--no-network): give --bandwidth and --latency")
-    parts = meta["parts"]
+    return Network(latency_s, bandwidth_bytes_s)
+
+
+def _calibration_for(calibration_path: str, features: int | None, classes: int | None, where: str) -> dict:
+    from distgcn.performance.calibration import read_calibration
+
+    calibration = read_calibration(calibration_path)
+    if (features, classes) != (calibration["features"], calibration["classes"]):
+        raise InputError(f"{calibration_path}: calibrated for {calibration['features']} features and "
+                         f"{calibration['classes']} classes; {where} has {features} and {classes} "
+                         f"(calibrate again with --features {features} --classes {classes})")
+    return calibration
+
+
+def _predict(loads: list, features: int, classes: int, calibration_path: str, calibration: dict,
+             given: dict[str, float | None], ranks_per_node: int) -> dict:
+    from distgcn.memory.from_sizes import epoch_exchange_widths
+    from distgcn.performance.calibration import model_of
+    from distgcn.performance.epoch_time import ComputeRates, predict_epoch
+
+    model = model_of(calibration)
+    parts = len(loads)
     if ranks_per_node > parts:
         raise InputError(f"--ranks-per-node {ranks_per_node}: the partition has only {parts} parts")
-    loads = [rank_load(load_listed_shard(directory, meta, rank)) for rank in range(parts)]
-    widths = model.widths(features, classes)
-    prediction = predict_epoch(loads, epoch_exchange_widths(model, features, classes, parts),
-                               ITEMSIZE[model.dtype], _gradient_sizes(model, widths),
-                               ComputeRates(**calibration["compute"]), Network(latency_s, bandwidth_bytes_s),
+    prediction = predict_epoch(loads, epoch_exchange_widths(model, features, classes, parts), ITEMSIZE[model.dtype],
+                               _gradient_sizes(model, model.widths(features, classes)),
+                               ComputeRates(**calibration["compute"]), _network(calibration_path, calibration, given),
                                ranks_per_node)
-    return {"partition": str(directory), "model": meta.get("model"), "parts": parts,
+    return {"parts": parts,
             "calibration": {"path": calibration_path, "host": calibration["host"], "ranks": calibration["ranks"],
                             "threads": calibration["threads"], "model": calibration["model"]},
             "network_source": {"latency_s": "given" if given["latency_s"] is not None else "calibrated",
                                "bandwidth_bytes_s": "given" if given["bandwidth_bytes_s"] is not None
                                else "calibrated"},
             **prediction}
+
+
+def predict_time(directory: Path, calibration_path: str, given: dict[str, float | None],
+                 ranks_per_node: int) -> dict:
+    """The prediction's JSON object for one partition directory."""
+    from distgcn.performance.epoch_time import rank_load
+    from distgcn.shard.directory import load_listed_shard, read_meta, verify_parts_file
+
+    meta = read_meta(directory)
+    verify_parts_file(directory, meta)
+    graph = meta.get("graph") or {}
+    features, classes = graph.get("features"), graph.get("classes")
+    calibration = _calibration_for(calibration_path, features, classes, str(directory))
+    loads = [rank_load(load_listed_shard(directory, meta, rank)) for rank in range(meta["parts"])]
+    return {"partition": str(directory), "model": meta.get("model"),
+            **_predict(loads, features, classes, calibration_path, calibration, given, ranks_per_node)}
+
+
+def predict_time_from_sizes(spec, calibration_path: str, given: dict[str, float | None], ranks_per_node: int) -> dict:
+    """The same for a graph known by its size (``stats --predict SPEC``): every rank the largest rank of
+    :func:`distgcn.memory.from_sizes.shard_sizes` (a random partition's halo unless ``halo=`` is given), sending
+    its rows to as many peers as it receives from, in equal messages."""
+    from distgcn.memory.from_sizes import shard_sizes
+    from distgcn.performance.epoch_time import RankLoad
+
+    calibration = _calibration_for(calibration_path, spec.features, spec.classes, "the --predict graph")
+    sizes = shard_sizes(spec)
+    peers = max(sizes.senders, 1 if spec.parts > 1 else 0)
+    share, extra = divmod(sizes.rows_sent, peers) if peers else (0, 0)
+    loads = [RankLoad(sizes.rows, sizes.nnz_owned + sizes.nnz_halo,
+                      {(rank + k) % spec.parts: share + (k <= extra) for k in range(1, peers + 1)})
+             for rank in range(spec.parts)]
+    source = "given" if spec.halo is not None else "a random partition's (an upper bound)"
+    return {"partition": f"n={spec.n}, nnz={spec.nnz}, {sizes.rows_sent} halo rows per rank ({source})",
+            "model": "by size", **_predict(loads, spec.features, spec.classes, calibration_path, calibration, given,
+                                           ranks_per_node)}
 
 
 def _ms(seconds: float) -> str:
@@ -103,8 +142,10 @@ def time_table(p: dict) -> str:
              f"network: latency {network['latency_s'] * 1e6:.1f} us ({p['network_source']['latency_s']}), "
              f"bandwidth {network['bandwidth_bytes_s'] / 1e6:.1f} MB/s ({p['network_source']['bandwidth_bytes_s']})",
              f"{'rank':>6} {'rows':>10} {'nonzeros':>12} {'rows sent':>10} {'messages':>9} {'compute':>11}"]
-    for r in p["ranks"]:
-        lines.append(f"{r['rank']:>6} {r['rows']:>10} {r['nnz']:>12} {r['rows_sent']:>10} {r['messages_sent']:>9} "
+    alike = all({k: v for k, v in r.items() if k != "rank"} == {k: v for k, v in p["ranks"][0].items() if k != "rank"}
+                for r in p["ranks"])
+    for r in p["ranks"][:1] if alike else p["ranks"]:
+        lines.append(f"{'each' if alike and len(p['ranks']) > 1 else r['rank']:>6} {r['rows']:>10} {r['nnz']:>12} {r['rows_sent']:>10} {r['messages_sent']:>9} "
                      f"{_ms(r['compute_s']):>11}")
     lines += [f"slowest rank {p['slowest_rank']}: compute {_ms(p['compute_s'])}; halo {_ms(p['halo_s'])} over "
               f"{p['exchanges']} exchanges ({p['link_rows_per_exchange']} rows and "
@@ -131,3 +172,9 @@ def print_time_predictions(directories: Sequence[str], calibration: str, given: 
         print(json.dumps(predictions[0] if len(predictions) == 1 else predictions))
     else:
         print(time_table(predictions[0]) if len(predictions) == 1 else comparison_table(predictions))
+
+
+def print_time_prediction_by_size(spec, calibration: str, given: dict[str, float | None], ranks_per_node: int,
+                                  as_json: bool) -> None:
+    prediction = predict_time_from_sizes(spec, calibration, given, ranks_per_node)
+    print(json.dumps(prediction) if as_json else time_table(prediction))
