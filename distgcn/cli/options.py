@@ -124,3 +124,14 @@ def field_flags(parser: argparse.ArgumentParser) -> Callable[[str], str]:
     flags = {action.dest: action.option_strings[0] if action.option_strings else action.metavar
              for action in parser._actions}
     return lambda path: flags.get(path.rsplit(".", 1)[-1], path)
+
+
+def parsed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a parser that raises ValueError: argparse words the error in its one line."""
+    def parse_argument(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse_argument.__name__ = parse.__name__
+    return parse_argument

@@ -10,24 +10,14 @@ from distgcn.cli.options import (
     field_flags,
     field_options,
     halo_window,
+    parsed,
     positive_int,
     probability,
     widths,
 )
-from distgcn.cli.time_tables import bandwidth, latency
 from distgcn.config import ModelConfig
 from distgcn.memory.from_sizes import parse_spec
-
-
-def _parsed(parse):
-    """An argparse type that words a ValueError as argparse's own one-line error."""
-    def parse_argument(text: str):
-        try:
-            return parse(text)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-    parse_argument.__name__ = parse.__name__
-    return parse_argument
+from distgcn.performance.prediction import bandwidth, latency
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -65,10 +55,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     stats.add_argument("--predict-time", metavar="CALIBRATION",
                        help="instead of the report: each DIR's (or the --predict graph's) predicted epoch time, "
                             "from a file of `distgcn calibrate` (whose model is the one predicted for)")
-    stats.add_argument("--bandwidth", type=_parsed(bandwidth), metavar="RATE",
+    stats.add_argument("--bandwidth", type=parsed(bandwidth), metavar="RATE",
                        help="--predict-time: a node link's rate each way, as 100mbit, 10gbit or 25GB/s "
                             "(default: the calibration's measurement)")
-    stats.add_argument("--latency", type=_parsed(latency), metavar="TIME",
+    stats.add_argument("--latency", type=parsed(latency), metavar="TIME",
                        help="--predict-time: a message's start-up time, as 2us or 0.5ms (default: the "
                             "calibration's measurement)")
     stats.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="K",
@@ -95,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
     if args.predict_time is None and time_only:
         raise InputError(f"stats: {time_only[0]} applies to --predict-time only")
     if args.predict_time is not None:
-        from distgcn.cli.time_tables import print_time_prediction_by_size, print_time_predictions
+        from distgcn.cli.time_tables import (
+            print_time_prediction_by_size,
+            print_time_predictions,
+        )
 
         given = {"latency_s": args.latency, "bandwidth_bytes_s": args.bandwidth}
         if args.predict is not None:

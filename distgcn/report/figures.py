@@ -37,6 +37,7 @@ from distgcn.report.analysis import (
     timing,
 )
 from distgcn.report.inputs import Partition, Run
+from distgcn.report.predicted import Predicted, panels
 
 DPI = 100
 COLOURS = {"compute_s": "tab:blue", "comm_wait_s": "tab:orange", "allreduce_s": "tab:green"}
@@ -379,6 +380,43 @@ def run_models(runs: list[Run], path: Path) -> Path:
     return _save(fig, path)
 
 
+def predicted_time(predicted: list[Predicted], path: Path) -> Path:
+    """Per graph, P and link: each model's measured epoch (the slowest rank's split) beside its prediction (compute,
+    halo, allreduce added; a line at the prediction with every transfer hidden)."""
+    groups = panels(predicted)
+    fig = _figure(max(6.0, 4.5 * len(groups)), 5)
+    axes = fig.subplots(1, len(groups), squeeze=False)[0]
+    predicted_parts = (("compute_s", "compute_s"), ("comm_wait_s", "halo_s"), ("allreduce_s", "allreduce_s"))
+    for ax, ((graph, ranks, link), group) in zip(axes, groups.items()):
+        x = np.arange(len(group))
+        measured_bottom, predicted_bottom = np.zeros(len(group)), np.zeros(len(group))
+        splits = [timing([p.run]).split_s for p in group]
+        for (key, name), (_, predicted_key) in zip(SPLIT_PARTS, predicted_parts):
+            measured = np.array([(s[key] if s else 0.0) * 1e3 for s in splits])
+            ax.bar(x - 0.2, measured, 0.38, bottom=measured_bottom, color=COLOURS[key], label=f"measured: {name}")
+            measured_bottom += measured
+            values = np.array([p.prediction[predicted_key] * 1e3 for p in group])
+            ax.bar(x + 0.2, values, 0.38, bottom=predicted_bottom, color=COLOURS[key], alpha=0.45, hatch="..",
+                   label=f"predicted: {name}")
+            predicted_bottom += values
+        unsplit = np.array([0.0 if s else p.run.steady("epoch_s") * 1e3 for s, p in zip(splits, group)])
+        if unsplit.any():
+            ax.bar(x - 0.2, unsplit, 0.38, bottom=measured_bottom, color="lightgrey", label="measured: not split")
+        ax.hlines([p.prediction["overlapped_s"] * 1e3 for p in group], x + 0.01, x + 0.39, colors="black",
+                  label="predicted, every transfer hidden")
+        ax.set_xticks(x, [f"{p.run.model}\n{p.error:+.0%}" for p in group], fontsize="small")
+        ax.set(title=f"{graph}, P={ranks}\n{link}", ylabel="time per epoch (ms)")
+        ax.grid(axis="y", alpha=0.3)
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=4, fontsize="small")
+    fig.suptitle("Measured (left, median epoch) and predicted (right, stats --predict-time) epoch time per model; "
+                 "under each model: the prediction's error", fontsize="medium")
+    return _save(fig, path)
+
+
 PARTITION_PANELS = (
     ("total volume", "rows of H sent per SpMM (all ranks)", lambda p: p.meta["volume"]["total"]),
     ("busiest sender", "rows of H sent per SpMM by one rank", lambda p: p.meta["volume"]["max"]),
@@ -504,7 +542,8 @@ def rank_balance(part: Partition, path: Path, limits: BalanceLimits, shared_by: 
     return _save(balance_figure(part, limits, shared_by), path)
 
 
-def render_all(runs: list[Run], partitions: list[Partition], out: Path) -> list[tuple[str, Path]]:
+def render_all(runs: list[Run], partitions: list[Partition], out: Path,
+               predicted: list[Predicted] = ()) -> list[tuple[str, Path]]:
     """Every figure the inputs allow, as (caption, file) in reading order."""
     figures: list[tuple[str, Path]] = []
     used: set[str] = set()
@@ -525,6 +564,8 @@ def render_all(runs: list[Run], partitions: list[Partition], out: Path) -> list[
         figures.append(("Strong scaling", strong_scaling(runs, name("scaling"))))
     if model_groups(runs):
         figures.append(("Partition models in training", run_models(runs, name("models-training"))))
+    if panels(predicted):
+        figures.append(("Predicted and measured epoch time", predicted_time(predicted, name("predicted-time"))))
     if model_groups(partitions):
         figures.append(("Partition models: predicted communication",
                         partition_models(partitions, name("models-partitions"))))

@@ -24,7 +24,7 @@ from distgcn.shard.directory import (
     verify_parts_file,
 )
 
-ANNOTATIONS = ("label", "ranks", "model", "graph")
+ANNOTATIONS = ("label", "ranks", "model", "graph", "calibration")
 SHORT_MODEL = {"random": "RP", "graph": "GP", "hypergraph": "HP", "stochastic": "SHP"}
 MODEL_ORDER = ("RP", "GP", "HP", "SHP", "contiguous", "external")
 
@@ -73,6 +73,9 @@ class Run:
     graph: str | None = None
     header: dict = field(default_factory=dict)
     name: str = ""
+    calibration: str | None = None
+    """A ``distgcn calibrate`` file measured on the run's nodes and link (``@calibration=FILE``): its prediction
+    is drawn beside it (distgcn/report/predicted.py)."""
 
     def series(self, key: str) -> np.ndarray:
         return np.array([r[key] for r in self.records], dtype=float)
@@ -235,6 +238,7 @@ def load_run(path: Path, annotations: dict[str, str]) -> Run:
         model=None if ranks == 1 else model_label(annotations.get("model", header.get("partition_model"))),
         graph=annotations.get("graph", graph_name(graph)),
         header=header,
+        calibration=annotations.get("calibration"),
     )
 
 
@@ -255,6 +259,8 @@ def load_partition(path: Path, annotations: dict[str, str]) -> Partition:
         meta = {**meta, "model": annotations["model"]}
     if "graph" in annotations:
         meta = {**meta, "graph": {**(meta.get("graph") or {}), "name": annotations["graph"]}}
+    if "calibration" in annotations:
+        raise InputError("@calibration= names a run's calibration; a partition directory has none", path=path)
     if "ranks" in annotations and _ranks(annotations["ranks"], path) != nparts:
         raise InputError(f"@ranks={annotations['ranks']} contradicts the partition's {nparts} parts", path=path)
     return Partition(label=annotations.get("label", ""), path=path, meta=meta, comm=comm, nonzeros=nonzeros,

@@ -16,6 +16,8 @@ from distgcn.report.analysis import (
     timing,
 )
 from distgcn.report.inputs import Partition, Run
+from distgcn.report.predicted import Predicted
+from distgcn.report.predicted import rows as predicted_rows
 
 UNKNOWN = "?"
 
@@ -136,7 +138,8 @@ def _section(title: str, text: str, body: str) -> list[str]:
     return [f"## {title}", "", text, "", body, ""]
 
 
-def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> str:
+def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path,
+           predicted: list[Predicted] = ()) -> str:
     """The whole summary as markdown text (figure links relative to ``out``)."""
     parts = [REPORT_TITLE.rstrip("\n"), ""]
     if runs:
@@ -184,6 +187,15 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
                                  "contention"], rows, numeric_from=1))
         if flagged:
             parts += [_flag_note(flagged), ""]
+    if predicted:
+        parts += _section("Predicted and measured epoch time",
+                          "The prediction of `distgcn stats DIR --predict-time` for each run's partition directory, "
+                          "from the run's calibration (its nodes' compute rates and the link it measured): serial "
+                          "adds compute, halo and allreduce; overlapped hides each exchange behind its share of the "
+                          "compute. error: serial against the measured median epoch.",
+                          table(["run", "model", "P", "link", "measured (ms)", "predicted serial (ms)",
+                                 "predicted overlapped (ms)", "compute / halo / allreduce (ms)", "error",
+                                 "calibration"], predicted_rows(predicted), numeric_from=2))
     if partitions:
         parts += _section("Partitions",
                           "Predicted per distributed SpMM: rows of H sent (total and by the busiest rank, and "
@@ -200,6 +212,7 @@ def render(runs: list[Run], partitions: list[Partition], figures: list[tuple[str
     return "\n".join(parts)
 
 
-def write_summary(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path) -> Path:
+def write_summary(runs: list[Run], partitions: list[Partition], figures: list[tuple[str, Path]], out: Path,
+                  predicted: list[Predicted] = ()) -> Path:
     """Write summary.md atomically, replacing only an earlier report's (:mod:`distgcn.io.safe_io`)."""
-    return write_text(out / "summary.md", REPORT_SUMMARY, render(runs, partitions, figures, out))
+    return write_text(out / "summary.md", REPORT_SUMMARY, render(runs, partitions, figures, out, predicted))
