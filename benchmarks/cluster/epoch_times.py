@@ -80,7 +80,10 @@ def main() -> int:
     if reason:
         print(f"epoch_times: {reason}", file=sys.stderr)
         return 2
-    mpiexec = shutil.which("mpiexec")
+    mpiexec = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if mpiexec is None:
+        print("epoch_times: mpiexec not found (pip install 'distgcn[mpich]')", file=sys.stderr)
+        return 2
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="epoch-times-"))
     work.mkdir(parents=True, exist_ok=True)
     graph_flags = [*(["--symmetrize"] if args.symmetrize else []), "--features", str(args.features),
