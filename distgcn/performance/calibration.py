@@ -8,6 +8,12 @@ fixed_s`` (:class:`~distgcn.performance.epoch_time.ComputeRates`). Under a
 launcher all ranks measure at once, so ranks that share a node's cores and
 memory bandwidth are measured sharing them, as they will train.
 
+**Distribution.** Under a launcher with more than one rank, the largest of
+those graphs is also trained split at random over all ranks, on MPI: the
+slowest rank's compute beyond what the rates above give it is the CPU work
+of distribution, charged per halo value sent or received
+(``per_halo_value_s``).
+
 **Network.** Rank 0 and the last rank (on another node, under a launcher
 that places ranks by node) time a ping-pong of small messages (the latency)
 and of large ones (the bandwidth).
@@ -17,11 +23,14 @@ The result is a JSON file; ``distgcn stats DIR --predict-time FILE`` reads it.
 
 from __future__ import annotations
 
+import io
 import json
 import platform
 import statistics
+import sys
 import time
-from dataclasses import asdict
+from contextlib import redirect_stderr
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,7 +39,7 @@ import numpy as np
 
 from distgcn.config import ModelConfig
 from distgcn.errors import InputError
-from distgcn.performance.epoch_time import ComputeRates, Network
+from distgcn.performance.epoch_time import ComputeRates, Network, RankLoad
 
 FORMAT = "distgcn-calibration"
 VERSION = 1
@@ -73,6 +82,50 @@ def fit_rates(samples: list[dict]) -> ComputeRates:
     return ComputeRates(*(float(c) for c in coefficients))
 
 
+def partition_loads(a_hat, parts: np.ndarray, nparts: int) -> list[RankLoad]:
+    """Each rank's load under a part vector, counted from Â: its rows, their nonzeros, and for every peer the rows
+    of this rank that the peer's rows have a nonzero in (what it sends that peer per exchange)."""
+    a = a_hat.tocsr()
+    loads = []
+    for rank in range(nparts):
+        owned = np.flatnonzero(parts == rank)
+        sent_to = {}
+        for peer in range(nparts):
+            if peer != rank:
+                needed = np.unique(a[np.flatnonzero(parts == peer)].indices)
+                rows = int(np.count_nonzero(parts[needed] == rank))
+                if rows:
+                    sent_to[peer] = rows
+        loads.append(RankLoad(rows=len(owned), nnz=int(a[owned].nnz), sent_to=sent_to))
+    return loads
+
+
+def measure_distribution(model: ModelConfig, features: int, classes: int, epochs: int, threads: int | None,
+                         rates: ComputeRates, comm, graph: tuple[int, float]) -> dict:
+    """Train the largest calibration graph split at random over every rank, on MPI, and charge the slowest rank's
+    compute beyond what ``rates`` give it to the halo values it sends and receives: ``per_halo_value_s``."""
+    from distgcn import api
+    from distgcn.comm.transport.mpi import MPITransport
+    from distgcn.memory.from_sizes import epoch_exchange_widths
+
+    n, degree = graph
+    spec = f"synthetic:sbm,n={n},avg_degree={degree},features={features},classes={classes},seed=7"
+    part = api.partition(spec, parts=comm.size, model="random", seed=7)
+    result = api.train(part, transport=MPITransport(comm), epochs=epochs, layers=model.layers, hidden=model.hidden,
+                       dtype=model.dtype, optimizer=model.optimizer, dropout=model.dropout, conv=model.conv,
+                       heads=model.heads, output_heads=model.output_heads, root_weight=model.root_weight,
+                       threads=threads, quiet=True)
+    measured = statistics.median(record["slowest_compute_s"] for record in result.history[2:])
+    loads = partition_loads(part.a_hat, np.asarray(part.parts), comm.size)
+    columns = sum(epoch_exchange_widths(model, features, classes, comm.size))
+    received = [sum(load.sent_to.get(rank, 0) for load in loads) for rank in range(comm.size)]
+    values = [(sum(load.sent_to.values()) + received[r]) * columns for r, load in enumerate(loads)]
+    base = max(rates.epoch_s(load.nnz, load.rows) for load in loads)
+    per_value = max(0.0, measured - base) / max(max(values), 1)
+    return {"graph": [n, degree], "slowest_compute_s": measured, "predicted_without_s": base,
+            "most_halo_values": max(values), "per_halo_value_s": per_value}
+
+
 def measure_network(comm, repeats: int = 200) -> dict | None:
     """Latency (half the round trip of an 8-byte message) and bandwidth (a large message's one-way time, from
     its round trip with an 8-byte reply) between rank 0 and the last rank; None with one rank."""
@@ -106,19 +159,42 @@ def measure_network(comm, repeats: int = 200) -> dict | None:
 
 def calibrate(model: ModelConfig, features: int, classes: int, *, epochs: int = 6, threads: int | None = None,
               network: bool = True, comm=None, graphs: tuple[tuple[int, float], ...] = GRAPHS) -> dict:
-    """The calibration record (every rank returns it; rank 0 writes it)."""
+    """The calibration record (every rank returns it; rank 0 writes it). The warnings of the runs it times (a busy
+    node, random labels) are printed once each, by rank 0, at the end."""
+    said = io.StringIO()
+    with redirect_stderr(said):
+        record = _calibrate(model, features, classes, epochs, threads, network, comm, graphs)
+    if comm is None or comm.rank == 0:
+        first: dict[str, str] = {}  # the first of each kind ("this node is busy: ...")
+        for line in said.getvalue().splitlines():
+            if "warning: " in line:
+                text = line.split("warning: ", 1)[1]
+                first.setdefault(text.split(":", 1)[0], text)
+        for text in first.values():
+            print(f"distgcn: warning (calibration runs): {text}", file=sys.stderr)
+    return record
+
+
+def _calibrate(model: ModelConfig, features: int, classes: int, epochs: int, threads: int | None, network: bool,
+               comm, graphs: tuple[tuple[int, float], ...]) -> dict:
     samples = measure_compute(model, features, classes, epochs, threads, graphs)
     ranks = 1
-    measured_network = None
+    measured_network = distribution = None
     if comm is not None:
         ranks = comm.size
         samples = [s for gathered in comm.allgather(samples) for s in gathered]
+    rates = fit_rates(samples)
+    if comm is not None and comm.size > 1:
         if network:
             measured_network = comm.bcast(measure_network(comm), root=0)
+        largest = max(graphs, key=lambda g: (g[0], g[1]))
+        distribution = measure_distribution(model, features, classes, epochs, threads, rates, comm, largest)
+        rates = replace(rates, per_halo_value_s=distribution["per_halo_value_s"])
     return {"format": FORMAT, "version": VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "ranks": ranks, "threads": threads, "model": model.as_dict(),
             "features": features, "classes": classes, "epochs": epochs,
-            "compute": asdict(fit_rates(samples)), "samples": samples, "network": measured_network}
+            "compute": asdict(rates), "samples": samples, "distribution": distribution,
+            "network": measured_network}
 
 
 def read_calibration(path: str | Path) -> dict[str, Any]:
@@ -156,6 +232,11 @@ def describe(record: dict, path: Path) -> str:
              f"{record['classes']} classes on {record['host']} ({record['ranks']} rank(s) at once{threads})",
              f"  compute per epoch: {rates.per_nnz_s * 1e9:.2f} ns per nonzero + {rates.per_row_s * 1e9:.1f} ns per "
              f"row + {rates.fixed_s * 1e3:.2f} ms (fit within {worst:.0%} on {len(record['samples'])} measurements)"]
+    if record.get("distribution"):
+        d = record["distribution"]
+        lines.append(f"  distribution: {rates.per_halo_value_s * 1e9:.2f} ns per halo value sent or received (the "
+                     f"slowest rank computed {d['slowest_compute_s'] * 1e3:.1f} ms, the rates give "
+                     f"{d['predicted_without_s'] * 1e3:.1f} ms)")
     network = record["network"]
     if network is None:
         lines.append("  network: not measured (one rank, or --no-network): give --bandwidth and --latency to stats")

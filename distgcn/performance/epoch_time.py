@@ -5,9 +5,10 @@ link, as the metrics split a measured epoch (``compute_s``, ``comm_wait_s``,
 ``allreduce_s``):
 
 - **compute**: rank r's local work, ``per_nnz_s · nnz_r + per_row_s · rows_r +
-  fixed_s``, with the rates calibrated on the user's node for this model
-  (:mod:`distgcn.performance.calibration`); the slowest rank sets it, since every
-  halo exchange makes the others wait for it;
+  fixed_s + per_halo_value_s · halo_values_r`` (the last: the rows it sends and
+  receives times the columns of every exchange), with the rates calibrated on
+  the user's nodes for this model (:mod:`distgcn.performance.calibration`); the
+  slowest rank sets it, since every halo exchange makes the others wait for it;
 - **halo**: for every exchange of the epoch (one per sparse product: training
   forward, backward, evaluation forward; :func:`distgcn.memory.from_sizes.epoch_exchange_widths`),
   the network's latency times the most messages a node's link carries, plus the
@@ -45,9 +46,13 @@ class ComputeRates:
     """Seconds per owned row per epoch (dense products, dropout, activations, the loss, the optimizer's rows)."""
     fixed_s: float
     """Seconds per epoch whatever the shard's size (launching the kernels, the optimizer's step)."""
+    per_halo_value_s: float = 0.0
+    """Seconds per halo value a rank sends or receives (rows × columns, every exchange of the epoch): the CPU work
+    of distribution outside the waits (packing, unpacking, MPI's and the kernel's copies, and where ranks outnumber
+    cores the cycles that waiting ranks take). Measured by a distributed run (calibration.py); 0 without one."""
 
-    def epoch_s(self, nnz: int, rows: int) -> float:
-        return self.per_nnz_s * nnz + self.per_row_s * rows + self.fixed_s
+    def epoch_s(self, nnz: int, rows: int, halo_values: int = 0) -> float:
+        return self.per_nnz_s * nnz + self.per_row_s * rows + self.fixed_s + self.per_halo_value_s * halo_values
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,13 @@ def predict_epoch(loads: Sequence[RankLoad], exchange_widths: Sequence[int], ite
     ``gradient_sizes``: elements of each parameter (one allreduce each).
     """
     parts = len(loads)
-    compute = [rates.epoch_s(load.nnz, load.rows) for load in loads]
+    received = [0] * parts
+    for load in loads:
+        for peer, rows in load.sent_to.items():
+            received[peer] += rows
+    columns = sum(exchange_widths)
+    halo_values = [(sum(load.sent_to.values()) + received[r]) * columns for r, load in enumerate(loads)]
+    compute = [rates.epoch_s(load.nnz, load.rows, halo_values[r]) for r, load in enumerate(loads)]
     slowest = int(np.argmax(compute))
     out_rows, in_rows, messages = _node_traffic(loads, ranks_per_node)
     link_rows = int(max(out_rows.max(initial=0), in_rows.max(initial=0)))
@@ -125,7 +136,8 @@ def predict_epoch(loads: Sequence[RankLoad], exchange_widths: Sequence[int], ite
     exposed = sum(max(0.0, t - per_product) for t in per_exchange)
     return {
         "ranks": [{"rank": r, "rows": load.rows, "nnz": load.nnz, "compute_s": compute[r],
-                   "rows_sent": sum(load.sent_to.values()), "messages_sent": len(load.sent_to)}
+                   "rows_sent": sum(load.sent_to.values()), "rows_received": received[r],
+                   "messages_sent": len(load.sent_to)}
                   for r, load in enumerate(loads)],
         "slowest_rank": slowest,
         "compute_s": compute_s,

@@ -12,6 +12,7 @@ from distgcn.performance.calibration import fit_rates, read_calibration
 from distgcn.performance.epoch_time import ComputeRates
 
 SMALL = ["--graphs", "400:4,400:12,1200:4", "--epochs", "3", "--threads", "1"]
+CALIBRATE_SMALL = ["--features", "8", "--classes", "3", *SMALL]
 
 
 def test_the_fit_recovers_the_rates_of_exactly_linear_epochs():
@@ -128,3 +129,34 @@ def test_calibrate_replaces_only_its_own_file(tmp_path, calibration):
     done = distgcn_in_process(["calibrate", "--out", str(mine), "--features", "8", "--classes", "3", *SMALL])
     assert done.returncode == 2 and str(mine) in done.stderr
     assert mine.read_text() == '{"my": "notes"}\n'
+
+
+def test_the_loads_counted_for_the_distributed_calibration_are_the_shards_loads(tmp_path):
+    """calibration.partition_loads (Â and the part vector) against the loads read from the shards written for it."""
+    from distgcn import api
+    from distgcn.performance.calibration import partition_loads
+    from distgcn.performance.epoch_time import rank_load
+    from distgcn.shard.directory import load_listed_shard, read_meta
+
+    part = api.partition("synthetic:sbm,n=500,classes=3,features=4,seed=8", parts=3, model="random", seed=2)
+    part.write(tmp_path / "p", quiet=True)
+    meta = read_meta(tmp_path / "p")
+    import numpy as np
+
+    assert partition_loads(part.a_hat, np.asarray(part.parts), 3) == [
+        rank_load(load_listed_shard(tmp_path / "p", meta, rank)) for rank in range(3)]
+
+
+def test_calibrate_under_mpiexec_measures_the_network_and_the_work_of_distribution(tmp_path):
+    from conftest import run_distgcn
+
+    path = tmp_path / "two.json"
+    done = run_distgcn(["calibrate", "--out", str(path), *CALIBRATE_SMALL], ranks=2, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("written ") == 1  # rank 0 reports, once
+    record = read_calibration(path)
+    assert record["ranks"] == 2 and len(record["samples"]) == 6  # each rank timed the three graphs
+    assert record["network"]["bandwidth_bytes_s"] > 0 and record["network"]["between_ranks"] == [0, 1]
+    d = record["distribution"]
+    assert d["graph"] == [1200, 4.0] and d["most_halo_values"] > 0
+    assert record["compute"]["per_halo_value_s"] == d["per_halo_value_s"] >= 0

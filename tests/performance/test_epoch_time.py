@@ -78,3 +78,12 @@ def test_a_receiving_link_counts_as_much_as_a_sending_one():
     p = predict_epoch(loads, [8], 4, [], RATES, NETWORK)
     assert p["link_rows_per_exchange"] == 70 and p["link_messages_per_exchange"] == 2
     assert p["halo_s"] == pytest.approx(2e-4 + 70 * 8 * 4 / 1e6)
+
+
+def test_the_work_of_distribution_is_charged_per_halo_value_sent_and_received():
+    rates = ComputeRates(per_nnz_s=1e-6, per_row_s=1e-5, fixed_s=1e-3, per_halo_value_s=1e-7)
+    p = predict_epoch(LOADS, [16, 4], 4, [100, 10], rates, NETWORK)
+    # rank 0 sends 30 rows and receives 12, rank 1 sends 5 and receives 13, rank 2 sends 10 and receives 20; each
+    # row is 16 + 4 values per epoch
+    assert [r["rows_received"] for r in p["ranks"]] == [12, 13, 20]
+    assert [r["compute_s"] for r in p["ranks"]] == pytest.approx([3.0e-3 + 840e-7, 3.5e-3 + 360e-7, 2.3e-3 + 600e-7])
