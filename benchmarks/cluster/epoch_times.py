@@ -75,6 +75,8 @@ def main() -> int:
     parser.add_argument("--results-dir", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--work-dir", type=Path, default=None, help="partitions go here (default: a temporary one)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the calibrations and metrics already in --work-dir (predict again only)")
     args = parser.parse_args()
     reason = missing_requirements()
     if reason:
@@ -102,24 +104,26 @@ def main() -> int:
             for rate in args.rates:
                 cluster.set_rate(rate)
                 calibration = work / f"{args.name}-p{parts}-{rate}.calibration.json"
-                calibrate_out = run(cluster.mpiexec_command(mpiexec, parts, [
-                    *distgcn(), "calibrate", "--out", str(calibration), "--features", str(args.features),
-                    "--classes", str(args.classes), "--hidden", args.hidden, "--threads", str(args.threads)]))
-                print(calibrate_out, flush=True)
+                if not (args.reuse and calibration.exists()):
+                    print(run(cluster.mpiexec_command(mpiexec, parts, [
+                        *distgcn(), "calibrate", "--out", str(calibration), "--features", str(args.features),
+                        "--classes", str(args.classes), "--hidden", args.hidden, "--threads", str(args.threads)])),
+                          flush=True)
                 for model, directory in directories.items():
                     metrics = work / f"{args.name}-p{parts}-{model}-{rate}.jsonl"
-                    metrics.unlink(missing_ok=True)
-                    window = ["--halo-window", args.halo_window] if args.halo_window else []
-                    run(cluster.mpiexec_command(mpiexec, parts, [
-                        *distgcn(), "train", str(directory), "--epochs", str(args.epochs), "--hidden", args.hidden,
-                        "--threads", str(args.threads), "--metrics", str(metrics), *window]))
+                    if not (args.reuse and metrics.exists()):
+                        metrics.unlink(missing_ok=True)
+                        window = ["--halo-window", args.halo_window] if args.halo_window else []
+                        run(cluster.mpiexec_command(mpiexec, parts, [
+                            *distgcn(), "train", str(directory), "--epochs", str(args.epochs), "--hidden",
+                            args.hidden, "--threads", str(args.threads), "--metrics", str(metrics), *window]))
                     prediction = json.loads(run([*distgcn(), "stats", str(directory), "--predict-time",
                                                  str(calibration), "--json"]))
                     row = {"graph": args.name, "parts": parts, "rate": rate, "model": model,
                            "measured": measured(metrics, args.skip),
                            "predicted": {key: prediction[key] for key in
-                                         ("compute_s", "halo_s", "halo_exposed_s", "allreduce_s", "serial_s",
-                                          "overlapped_s", "link_rows_per_exchange")},
+                                         ("compute_s", "link_s", "distribution_s", "halo_s", "halo_exposed_s",
+                                          "allreduce_s", "serial_s", "overlapped_s", "link_rows_per_exchange")},
                            "network": prediction["network"]}
                     rows.append(row)
                     m, p = row["measured"], row["predicted"]

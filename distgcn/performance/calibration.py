@@ -121,7 +121,7 @@ def measure_distribution(model: ModelConfig, features: int, classes: int, epochs
     received = [sum(load.sent_to.get(rank, 0) for load in loads) for rank in range(comm.size)]
     values = [(sum(load.sent_to.values()) + received[r]) * columns for r, load in enumerate(loads)]
     base = max(rates.epoch_s(load.nnz, load.rows) for load in loads)
-    per_value = max(0.0, measured - base) / max(max(values), 1)
+    per_value = max(0.0, measured - base) / max(max(values), 1)  # compute_s counts the work outside the waits
     return {"graph": [n, degree], "slowest_compute_s": measured, "predicted_without_s": base,
             "most_halo_values": max(values), "per_halo_value_s": per_value}
 

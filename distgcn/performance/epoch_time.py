@@ -5,15 +5,17 @@ link, as the metrics split a measured epoch (``compute_s``, ``comm_wait_s``,
 ``allreduce_s``):
 
 - **compute**: rank r's local work, ``per_nnz_s · nnz_r + per_row_s · rows_r +
-  fixed_s + per_halo_value_s · halo_values_r`` (the last: the rows it sends and
-  receives times the columns of every exchange), with the rates calibrated on
-  the user's nodes for this model (:mod:`distgcn.performance.calibration`); the
-  slowest rank sets it, since every halo exchange makes the others wait for it;
+  fixed_s``, with the rates calibrated on the user's nodes for this model
+  (:mod:`distgcn.performance.calibration`); the slowest rank sets it, since
+  every halo exchange makes the others wait for it;
 - **halo**: for every exchange of the epoch (one per sparse product: training
   forward, backward, evaluation forward; :func:`distgcn.memory.from_sizes.epoch_exchange_widths`),
-  the network's latency times the most messages a node's link carries, plus the
-  most bytes one node sends or receives over its link, over the bandwidth. Ranks
-  that share a node exchange through memory, not the link;
+  the longer of two things that go on together: the link's transfer (the
+  network's latency times the most messages a node's link carries, plus the
+  most bytes one node sends or receives over its link, over the bandwidth;
+  ranks that share a node exchange through memory, not the link) and the CPU
+  work of moving the busiest rank's halo values (packing, unpacking, the copies
+  of MPI and the kernel: ``per_halo_value_s`` per value sent or received);
 - **allreduce**: each gradient tensor's sum over P ranks (recursive doubling:
   ⌈log₂ P⌉ rounds of a latency, and 2 (P−1)/P of its bytes over the link), plus
   the epoch's metric reductions.
@@ -47,12 +49,12 @@ class ComputeRates:
     fixed_s: float
     """Seconds per epoch whatever the shard's size (launching the kernels, the optimizer's step)."""
     per_halo_value_s: float = 0.0
-    """Seconds per halo value a rank sends or receives (rows × columns, every exchange of the epoch): the CPU work
-    of distribution outside the waits (packing, unpacking, MPI's and the kernel's copies, and where ranks outnumber
-    cores the cycles that waiting ranks take). Measured by a distributed run (calibration.py); 0 without one."""
+    """Seconds of CPU work per halo value a rank sends or receives (packing, unpacking, MPI's and the kernel's
+    copies): measured by a distributed run (calibration.py); 0 without one."""
 
-    def epoch_s(self, nnz: int, rows: int, halo_values: int = 0) -> float:
-        return self.per_nnz_s * nnz + self.per_row_s * rows + self.fixed_s + self.per_halo_value_s * halo_values
+    def epoch_s(self, nnz: int, rows: int) -> float:
+        """Local work of a rank with ``nnz`` nonzeros and ``rows`` rows, without the halo's."""
+        return self.per_nnz_s * nnz + self.per_row_s * rows + self.fixed_s
 
 
 @dataclass(frozen=True)
@@ -115,14 +117,15 @@ def predict_epoch(loads: Sequence[RankLoad], exchange_widths: Sequence[int], ite
     for load in loads:
         for peer, rows in load.sent_to.items():
             received[peer] += rows
-    columns = sum(exchange_widths)
-    halo_values = [(sum(load.sent_to.values()) + received[r]) * columns for r, load in enumerate(loads)]
-    compute = [rates.epoch_s(load.nnz, load.rows, halo_values[r]) for r, load in enumerate(loads)]
-    slowest = int(np.argmax(compute))
+    moved = [sum(load.sent_to.values()) + received[r] for r, load in enumerate(loads)]
+    local = [rates.epoch_s(load.nnz, load.rows) for load in loads]
+    slowest = int(np.argmax(local))
     out_rows, in_rows, messages = _node_traffic(loads, ranks_per_node)
     link_rows = int(max(out_rows.max(initial=0), in_rows.max(initial=0)))
-    per_exchange = [messages * network.latency_s + link_rows * width * itemsize / network.bandwidth_bytes_s
-                    for width in exchange_widths]
+    link = [messages * network.latency_s + link_rows * width * itemsize / network.bandwidth_bytes_s
+            for width in exchange_widths]
+    cpu = [rates.per_halo_value_s * max(moved, default=0) * width for width in exchange_widths]
+    per_exchange = [max(wire, work) for wire, work in zip(link, cpu)]
     halo_s = sum(per_exchange)
     nodes = -(-parts // ranks_per_node)
     rounds = math.ceil(math.log2(nodes)) if nodes > 1 else 0
@@ -130,17 +133,21 @@ def predict_epoch(loads: Sequence[RankLoad], exchange_widths: Sequence[int], ite
     reductions = list(gradient_sizes) + [4] * METRIC_REDUCTIONS
     allreduce_s = sum(rounds * network.latency_s + share * size * itemsize / network.bandwidth_bytes_s
                       for size in reductions)
-    compute_s = compute[slowest]
+    compute_s = local[slowest]
     # each exchange may hide behind its share of the slowest rank's compute
     per_product = compute_s / max(len(exchange_widths), 1)
     exposed = sum(max(0.0, t - per_product) for t in per_exchange)
+    columns = sum(exchange_widths)
     return {
-        "ranks": [{"rank": r, "rows": load.rows, "nnz": load.nnz, "compute_s": compute[r],
+        "ranks": [{"rank": r, "rows": load.rows, "nnz": load.nnz, "compute_s": local[r],
+                   "distribution_s": rates.per_halo_value_s * moved[r] * columns,
                    "rows_sent": sum(load.sent_to.values()), "rows_received": received[r],
                    "messages_sent": len(load.sent_to)}
                   for r, load in enumerate(loads)],
         "slowest_rank": slowest,
         "compute_s": compute_s,
+        "link_s": sum(link),
+        "distribution_s": sum(cpu),
         "halo_s": halo_s,
         "halo_exposed_s": exposed,
         "allreduce_s": allreduce_s,

@@ -80,10 +80,15 @@ def test_a_receiving_link_counts_as_much_as_a_sending_one():
     assert p["halo_s"] == pytest.approx(2e-4 + 70 * 8 * 4 / 1e6)
 
 
-def test_the_work_of_distribution_is_charged_per_halo_value_sent_and_received():
-    rates = ComputeRates(per_nnz_s=1e-6, per_row_s=1e-5, fixed_s=1e-3, per_halo_value_s=1e-7)
-    p = predict_epoch(LOADS, [16, 4], 4, [100, 10], rates, NETWORK)
-    # rank 0 sends 30 rows and receives 12, rank 1 sends 5 and receives 13, rank 2 sends 10 and receives 20; each
-    # row is 16 + 4 values per epoch
-    assert [r["rows_received"] for r in p["ranks"]] == [12, 13, 20]
-    assert [r["compute_s"] for r in p["ranks"]] == pytest.approx([3.0e-3 + 840e-7, 3.5e-3 + 360e-7, 2.3e-3 + 600e-7])
+def test_an_exchange_takes_the_longer_of_the_link_and_the_cpu_work_of_moving_the_halo():
+    # rank 0 sends 30 rows and receives 12, rank 1 sends 5 and receives 13, rank 2 sends 10 and receives 20: rank 0
+    # moves the most, 42 rows; 16 + 4 values per row per epoch
+    light = predict_epoch(LOADS, [16, 4], 4, [100, 10], ComputeRates(1e-6, 1e-5, 1e-3, 1e-7), NETWORK)
+    assert [r["rows_received"] for r in light["ranks"]] == [12, 13, 20]
+    assert [r["distribution_s"] for r in light["ranks"]] == pytest.approx([840e-7, 360e-7, 600e-7])
+    assert light["distribution_s"] == pytest.approx(42 * 20 * 1e-7)
+    assert light["halo_s"] == pytest.approx(2.8e-3)  # the link is longer: 2.12 and 0.68 ms
+    assert light["compute_s"] == pytest.approx(3.5e-3)  # local work only
+    heavy = predict_epoch(LOADS, [16, 4], 4, [100, 10], ComputeRates(1e-6, 1e-5, 1e-3, 1e-5), NETWORK)
+    assert heavy["halo_s"] == pytest.approx(42 * 16 * 1e-5 + 42 * 4 * 1e-5)  # the CPU is longer: 6.72, 1.68 ms
+    assert heavy["link_s"] == pytest.approx(2.8e-3)
