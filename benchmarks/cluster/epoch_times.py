@@ -49,11 +49,13 @@ def run(argv: list[str], timeout: float = 1800) -> str:
 
 
 def measured(metrics: Path, skip: int) -> dict:
-    """Medians over the epochs after the first ``skip``: the epoch, its split and the bytes moved."""
+    """Medians over the epochs after the first ``skip``: the epoch, the slowest rank's split of it (which adds up
+    to it, unlike the per-part maxima over ranks) and the bytes moved."""
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     records = [r for r in records if "epoch_s" in r][skip:]
-    keys = ("epoch_s", "compute_s", "comm_wait_s", "allreduce_s")
-    out = {key: statistics.median(r[key] for r in records) for key in keys}
+    out = {"epoch_s": statistics.median(r["epoch_s"] for r in records)}
+    out.update({key: statistics.median(r[f"slowest_{key}"] for r in records)
+                for key in ("compute_s", "comm_wait_s", "allreduce_s")})
     out.update(halo_bytes=records[-1]["halo_bytes"], messages=records[-1]["messages"], epochs_timed=len(records))
     return out
 

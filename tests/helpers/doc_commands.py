@@ -10,7 +10,8 @@ To run in seconds, a command is shrunk, and only in these ways:
   400-vertex SBM; an edge-list file becomes a 300-vertex random one of the same name;
   a synthetic spec keeps its kind with n <= 400 or scale <= 9;
 - sizes: --parts caps at 2 (a list keeps its values <= 2), --epochs and --checkpoint-every
-  take a tenth (rounded up), --batch-size caps at 50 and --shp-samples at 20;
+  take a tenth (rounded up), --batch-size caps at 50 and --shp-samples at 20; ``calibrate``
+  times three graphs of at most 1,200 vertices for 3 epochs;
   launchers start as many ranks as the directory has parts (else at most 2); Slurm
   requests shrink to one node, one CPU and ten minutes (the partition job's default cores come from the
   cluster's sinfo); --out /tmp/X becomes X;
@@ -33,6 +34,8 @@ from conftest import ROOT, random_edge_file
 DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
 """cli.md's usage lines are synopses, not commands (tests/system/test_docs.py checks that page)."""
 SMALL_GRAPH = "synthetic:sbm,n=400,classes=4,features=16,seed=1"
+CALIBRATION_GRAPHS = "400:4,400:12,1200:4"
+"""``calibrate`` times these small graphs instead of its default ones."""
 FEATURED = ("cora_planetoid", "musae_facebook", "GRAPH")
 """Graph arguments that stand for a graph with its own features and labels."""
 _DISTGCN = re.compile(r"(?:^|\s)distgcn\s+(\w+)\b(.*)$")
@@ -163,4 +166,6 @@ def shrink(args: list[str], workdir: Path) -> list[str]:
         args[where] = small_graph(args[where], workdir)
     if args[0] in ("partition", "predict") and not (workdir / args[1] / "meta.json").is_file():
         args[1] = small_graph(args[1], workdir)  # a graph; predict may name a directory an earlier command wrote
+    if args[0] == "calibrate" and "--graphs" not in args:
+        args += ["--graphs", CALIBRATION_GRAPHS, "--epochs", "3"]
     return args
