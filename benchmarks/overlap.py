@@ -197,7 +197,7 @@ def main() -> None:
         settings = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MPIR_CVAR_")]
         result = {"name": args.name, "command": shlex.join([*settings, "mpiexec", "-n", str(transport.size),
                                                             "python", *sys.argv]),
-                  "ranks": transport.size, "width": args.width, "threads": args.threads, "kernel": kernel,
+                  "ranks": transport.size, "width": args.width, "threads": args.threads, "kernel": kernel.name,
                   "repeats": args.repeats, "warmup": args.warmup, "loadavg_before": loadavg_before,
                   "loadavg_after": os.getloadavg()[0], "mpi": " ".join(MPI.Get_library_version().split()[:3]),
                   **per_rank}
