@@ -641,6 +641,40 @@ class PartitionConfig:
 
 
 @dataclass(frozen=True)
+class TimeConfig:
+    """How ``stats --predict-time`` and ``report --predict-time`` predict an epoch (distgcn/performance/): the
+    calibration file, the network figures that replace its measurement, and the ranks placed on a node."""
+
+    SECTION = "time"
+    predict_time: str | None = None
+    """A ``distgcn calibrate`` file; None: no prediction."""
+    bandwidth: float | None = None
+    """A node link's bytes per second each way; None: the calibration's measurement."""
+    latency: float | None = None
+    """A message's start-up time in seconds; None: the calibration's measurement."""
+    ranks_per_node: int = 1
+    """Ranks on each node, in rank order: their messages to each other do not cross a link."""
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """What ``distgcn calibrate`` measures a node with (the model is a :class:`ModelConfig` beside it)."""
+
+    SECTION = "calibrate"
+    out: str
+    features: int
+    classes: int
+    threads: int | None = None
+    """Threads per rank, as the runs to predict will use; None: torch's."""
+    epochs: int = 6
+    """Epochs trained per calibration graph; the first two are not timed."""
+    graphs: tuple[tuple[int, float], ...] | None = None
+    """(vertices, mean degree) of each synthetic graph timed; None: distgcn/performance/calibration.py's GRAPHS."""
+    network: bool = True
+    """Under a launcher, also measure the link between two ranks."""
+
+
+@dataclass(frozen=True)
 class PredictConfig:
     """Everything ``distgcn predict`` needs: where the shards come from, the weights file, and what to write.
 

@@ -135,3 +135,22 @@ def parsed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(str(error)) from None
     parse_argument.__name__ = parse.__name__
     return parse_argument
+
+
+def add_time_options(parser: argparse.ArgumentParser) -> None:
+    """``--predict-time`` and the network options of ``stats`` (TimeConfig's fields)."""
+    from distgcn.config import TimeConfig
+    from distgcn.performance.prediction import bandwidth, latency
+
+    parser.add_argument("--predict-time", metavar="CALIBRATION", **field_options(TimeConfig, "predict_time"),
+                        help="instead of the report: each DIR's (or the --predict graph's) predicted epoch time, "
+                             "from a file of `distgcn calibrate` (whose model is the one predicted for)")
+    parser.add_argument("--bandwidth", type=parsed(bandwidth), metavar="RATE", **field_options(TimeConfig, "bandwidth"),
+                        help="with --predict-time: a node link's rate each way, as 100mbit, 10gbit or 25GB/s "
+                             "(default: the calibration's measurement)")
+    parser.add_argument("--latency", type=parsed(latency), metavar="TIME", **field_options(TimeConfig, "latency"),
+                        help="with --predict-time: a message's start-up time, as 2us or 0.5ms (default: the "
+                             "calibration's measurement)")
+    parser.add_argument("--ranks-per-node", type=positive_int, metavar="K", **field_options(TimeConfig, "ranks_per_node"),
+                        help="with --predict-time: ranks placed on each node in rank order; their messages to each "
+                             f"other do not cross a link (default: {default_of(TimeConfig, 'ranks_per_node')})")

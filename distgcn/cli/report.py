@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from distgcn.cli.options import parsed
+from distgcn.cli.options import field_options, parsed
+from distgcn.config import TimeConfig
 from distgcn.errors import InputError
 from distgcn.io.safe_io import claimed, prepare_output_dir
 from distgcn.performance.prediction import bandwidth, latency
@@ -26,13 +27,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     report.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (created; an earlier report's files are replaced, or removed if "
                              "this report does not draw them again; nothing else)")
-    report.add_argument("--predict-time", metavar="CALIBRATION",
+    report.add_argument("--predict-time", metavar="CALIBRATION", **field_options(TimeConfig, "predict_time"),
                         help="draw each multi-rank run's predicted epoch time (stats --predict-time on its partition "
                              "directory) beside the measured one, from this `distgcn calibrate` file where the run "
                              "names none of its own (@calibration=FILE)")
-    report.add_argument("--bandwidth", type=parsed(bandwidth), metavar="RATE",
+    report.add_argument("--bandwidth", type=parsed(bandwidth), metavar="RATE", **field_options(TimeConfig, "bandwidth"),
                         help="with a prediction: the link's rate, as 100mbit or 25GB/s (default: the calibration's)")
-    report.add_argument("--latency", type=parsed(latency), metavar="TIME",
+    report.add_argument("--latency", type=parsed(latency), metavar="TIME", **field_options(TimeConfig, "latency"),
                         help="with a prediction: a message's start-up time, as 2us (default: the calibration's)")
     return report
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib  # noqa: F401 - only to say clearly what is missing
     except ImportError:
         raise InputError("distgcn report needs matplotlib: pip install 'distgcn[report]'") from None
-    from distgcn.performance.calibration import read_calibration
+    from distgcn.performance.calibration_file import read_calibration
     from distgcn.report.figures import earlier_figures, remove_stale, render_all
     from distgcn.report.inputs import load_inputs
     from distgcn.report.predicted import predict_runs

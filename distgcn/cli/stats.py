@@ -7,17 +7,16 @@ import argparse
 
 from distgcn.cli.options import (
     HALO_WINDOW_HELP,
+    add_time_options,
     field_flags,
     field_options,
     halo_window,
-    parsed,
     positive_int,
     probability,
     widths,
 )
 from distgcn.config import ModelConfig
 from distgcn.memory.from_sizes import parse_spec
-from distgcn.performance.prediction import bandwidth, latency
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -52,18 +51,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                        help="--conv sage: no W_self term")
     stats.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
                        help=HALO_WINDOW_HELP + " (default: 4)")
-    stats.add_argument("--predict-time", metavar="CALIBRATION",
-                       help="instead of the report: each DIR's (or the --predict graph's) predicted epoch time, "
-                            "from a file of `distgcn calibrate` (whose model is the one predicted for)")
-    stats.add_argument("--bandwidth", type=parsed(bandwidth), metavar="RATE",
-                       help="--predict-time: a node link's rate each way, as 100mbit, 10gbit or 25GB/s "
-                            "(default: the calibration's measurement)")
-    stats.add_argument("--latency", type=parsed(latency), metavar="TIME",
-                       help="--predict-time: a message's start-up time, as 2us or 0.5ms (default: the "
-                            "calibration's measurement)")
-    stats.add_argument("--ranks-per-node", type=positive_int, default=1, metavar="K",
-                       help="--predict-time: ranks placed on each node in rank order; their messages to each other "
-                            "do not cross a link (default: 1)")
+    add_time_options(stats)
     stats.set_defaults(field_name=field_flags(stats))
     return stats
 

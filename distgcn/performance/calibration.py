@@ -18,13 +18,13 @@ of distribution, charged per halo value sent or received
 that places ranks by node) time a ping-pong of small messages (the latency)
 and of large ones (the bandwidth).
 
-The result is a JSON file; ``distgcn stats DIR --predict-time FILE`` reads it.
+The result is a JSON file (distgcn/performance/calibration_file.py); ``distgcn stats DIR --predict-time FILE``
+reads it.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import platform
 import statistics
 import sys
@@ -32,17 +32,13 @@ import time
 from contextlib import redirect_stderr
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from distgcn.config import ModelConfig
-from distgcn.errors import InputError
-from distgcn.performance.epoch_time import ComputeRates, Network, RankLoad
+from distgcn.performance.calibration_file import FORMAT, VERSION
+from distgcn.performance.epoch_time import ComputeRates, RankLoad
 
-FORMAT = "distgcn-calibration"
-VERSION = 1
 GRAPHS = ((12_000, 6.0), (12_000, 30.0), (36_000, 6.0), (36_000, 30.0))
 """(vertices, mean degree) of the synthetic graphs the compute rates are fitted on."""
 LATENCY_BYTES = 8
@@ -114,7 +110,7 @@ def measure_distribution(model: ModelConfig, features: int, classes: int, epochs
     result = api.train(part, transport=MPITransport(comm), epochs=epochs, layers=model.layers, hidden=model.hidden,
                        dtype=model.dtype, optimizer=model.optimizer, dropout=model.dropout, conv=model.conv,
                        heads=model.heads, output_heads=model.output_heads, root_weight=model.root_weight,
-                       threads=threads, quiet=True)
+                       halo_window=model.halo_window, threads=threads, quiet=True)
     measured = statistics.median(record["slowest_compute_s"] for record in result.history[2:])
     loads = partition_loads(part.a_hat, np.asarray(part.parts), comm.size)
     columns = sum(epoch_exchange_widths(model, features, classes, comm.size))
@@ -197,67 +193,3 @@ def _calibrate(model: ModelConfig, features: int, classes: int, epochs: int, thr
             "network": measured_network}
 
 
-def read_calibration(path: str | Path) -> dict[str, Any]:
-    """A calibration file, checked; a one-line InputError naming the file otherwise."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such calibration file (make one with `distgcn calibrate --out {path}`)")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: not a calibration file ({error})") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise InputError(f"{path}: not a calibration file written by `distgcn calibrate`")
-    if record.get("version") != VERSION:
-        raise InputError(f"{path}: calibration version {record.get('version')!r}; this distgcn reads {VERSION}")
-    try:
-        ComputeRates(**record["compute"])
-        if record.get("network") is not None:
-            Network(record["network"]["latency_s"], record["network"]["bandwidth_bytes_s"])
-        model_of(record)
-        int(record["features"]), int(record["classes"])
-    except (KeyError, TypeError, ValueError, InputError) as error:
-        raise InputError(f"{path}: damaged calibration file ({error})") from None
-    return record
-
-
-def describe(record: dict, path: Path) -> str:
-    """What ``calibrate`` prints: the model, the fitted rates, the network and the fit's worst error."""
-    from distgcn.cli.stats_tables import model_words
-
-    rates = ComputeRates(**record["compute"])
-    worst = max(abs(rates.epoch_s(s["nnz"], s["rows"]) - s["epoch_s"]) / s["epoch_s"] for s in record["samples"])
-    threads = f", {record['threads']} thread(s) each" if record["threads"] else ""
-    lines = [f"calibrated {model_words(record['model'])} with {record['features']} features and "
-             f"{record['classes']} classes on {record['host']} ({record['ranks']} rank(s) at once{threads})",
-             f"  compute per epoch: {rates.per_nnz_s * 1e9:.2f} ns per nonzero + {rates.per_row_s * 1e9:.1f} ns per "
-             f"row + {rates.fixed_s * 1e3:.2f} ms (fit within {worst:.0%} on {len(record['samples'])} measurements)"]
-    if record.get("distribution"):
-        d = record["distribution"]
-        lines.append(f"  distribution: {rates.per_halo_value_s * 1e9:.2f} ns per halo value sent or received (the "
-                     f"slowest rank computed {d['slowest_compute_s'] * 1e3:.1f} ms, the rates give "
-                     f"{d['predicted_without_s'] * 1e3:.1f} ms)")
-    network = record["network"]
-    if network is None:
-        lines.append("  network: not measured (one rank, or --no-network): give --bandwidth and --latency to stats")
-    else:
-        a, b = network["between_ranks"]
-        lines.append(f"  network between ranks {a} and {b}: latency {network['latency_s'] * 1e6:.1f} us, bandwidth "
-                     f"{network['bandwidth_bytes_s'] / 1e6:.1f} MB/s ({network['bandwidth_bytes_s'] * 8 / 1e6:.0f} "
-                     f"Mbit/s)")
-    lines.append(f"written {path}")
-    return "\n".join(lines)
-
-
-def model_of(record: dict) -> ModelConfig:
-    """The model a calibration was measured for."""
-    model = dict(record["model"])
-    model["hidden"] = tuple(model["hidden"])
-    return ModelConfig(**model)
-
-
-def write_calibration(path: str | Path, record: dict) -> Path:
-    """Atomically; an earlier calibration file may be replaced, any other file is refused (distgcn/io/safe_io.py)."""
-    from distgcn.io.safe_io import CALIBRATION, write_text
-
-    return write_text(Path(path), CALIBRATION, json.dumps(record, indent=1) + "\n")

@@ -57,7 +57,7 @@ def _network(calibration_path: str, calibration: dict, given: dict[str, float | 
 
 
 def _calibration_for(calibration_path: str, features: int | None, classes: int | None, where: str) -> dict:
-    from distgcn.performance.calibration import read_calibration
+    from distgcn.performance.calibration_file import read_calibration
 
     calibration = read_calibration(calibration_path)
     if (features, classes) != (calibration["features"], calibration["classes"]):
@@ -70,7 +70,7 @@ def _calibration_for(calibration_path: str, features: int | None, classes: int |
 def _predict(loads: list, features: int, classes: int, calibration_path: str, calibration: dict,
              given: dict[str, float | None], ranks_per_node: int) -> dict:
     from distgcn.memory.from_sizes import epoch_exchange_widths
-    from distgcn.performance.calibration import model_of
+    from distgcn.performance.calibration_file import model_of
     from distgcn.performance.epoch_time import ComputeRates, predict_epoch
 
     model = model_of(calibration)

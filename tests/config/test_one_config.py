@@ -406,14 +406,37 @@ def test_the_model_options_of_stats_are_the_model_fields():
     """stats --predict sizes a model: its options are ModelConfig's fields, with their defaults and choices."""
     from distgcn.config import ModelConfig
 
+    from distgcn.config import TimeConfig
+
     model = {path: declared for path, declared in expanded_fields(ModelConfig).items() if path != "attention_dropout"}
+    time = expanded_fields(TimeConfig)
     parser = command("stats")
-    parser._actions = [action for action in parser._actions if action.dest not in ("partition_dirs", "predict",
-                                                                                    "json")]
+    actions = [action for action in parser._actions if action.dest not in ("partition_dirs", "predict", "json")]
+    parser._actions = [action for action in actions if action.dest not in time]
     assert cli_problems(parser, model) == []
+    parser._actions = [action for action in actions if action.dest in time or action.dest == "help"]
+    assert cli_problems(parser, time) == []
 
 
-CLI_MODULES = ["train.py", "partition.py", "options.py", "sampler_options.py", "stats.py"]
+def test_the_options_of_calibrate_are_the_model_and_calibration_fields():
+    from distgcn.config import CalibrationConfig, ModelConfig
+
+    fields = {path: declared for path, declared in expanded_fields(ModelConfig).items() if path != "attention_dropout"}
+    fields.update(expanded_fields(CalibrationConfig))
+    assert cli_problems(command("calibrate"), fields) == []
+
+
+def test_report_s_prediction_options_are_the_time_fields():
+    from distgcn.config import TimeConfig
+
+    time = {path: declared for path, declared in expanded_fields(TimeConfig).items() if path != "ranks_per_node"}
+    parser = command("report")
+    parser._actions = [action for action in parser._actions if action.dest in time or action.dest == "help"]
+    assert cli_problems(parser, time) == []
+
+
+CLI_MODULES = ["train.py", "partition.py", "options.py", "sampler_options.py", "stats.py", "calibrate.py",
+               "report.py"]
 
 
 @pytest.mark.parametrize("module", CLI_MODULES)

@@ -123,6 +123,7 @@ _OPTION_RULES = {
     "--train-args": _nested,
     "--partition-args": _nested,
     "--out": lambda v: v.removeprefix("/tmp/"),
+    "--graphs": lambda v: CALIBRATION_GRAPHS,
 }
 
 

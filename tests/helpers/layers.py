@@ -26,14 +26,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("distgcn.nn",),
     ("distgcn.memory",),
     ("distgcn.training",),
+    ("distgcn.performance",),
     ("distgcn.report",),
     ("distgcn.api",),
+    ("distgcn.performance.calibration",),
     ("distgcn.cli",),
     ("distgcn.__main__", "distgcn"),
 )
 """The pipeline's stages, lowest first (docs/architecture.md): a package imports only its own level and below.
 The single-process samplers (``sampling.reference``) are plain algorithms over Â that the partition stage's
-stochastic model uses; the distributed samplers (the rest of ``sampling``) run over shards and halo plans."""
+stochastic model uses; the distributed samplers (the rest of ``sampling``) run over shards and halo plans. The
+epoch-time model and its file (``performance``) sit below the report that draws it; the calibration that
+measures a node trains through the API, so it sits above it."""
 
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 """(importing module, imported module) pairs that point up the pipeline, each with the reason it may."""

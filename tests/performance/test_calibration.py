@@ -8,7 +8,8 @@ import pytest
 from conftest import distgcn_in_process
 
 from distgcn.errors import InputError
-from distgcn.performance.calibration import fit_rates, read_calibration
+from distgcn.performance.calibration import fit_rates
+from distgcn.performance.calibration_file import read_calibration
 from distgcn.performance.epoch_time import ComputeRates
 
 SMALL = ["--graphs", "400:4,400:12,1200:4", "--epochs", "3", "--threads", "1"]
