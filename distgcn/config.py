@@ -665,7 +665,7 @@ class CalibrationConfig:
     features: int
     classes: int
     threads: int | None = None
-    """Threads per rank, as the runs to predict will use; None: torch's."""
+    """Threads per rank, as the runs to predict will use; None: as ``train`` resolves them."""
     epochs: int = 6
     """Epochs trained per calibration graph; the first two are not timed."""
     graphs: tuple[tuple[int, float], ...] | None = None

@@ -216,9 +216,6 @@ def devices() -> list:
 
 # ---- test tiers ----------------------------------------------------------------------------------
 TIERS = ("unit", "mpi", "cluster", "emulated")
-SHARED_RESOURCES = {"cluster": "slurm", "emulated": "emulated-cluster"}
-"""Tiers whose tests share one machine-wide resource (the one Slurm cluster, a timed link): under pytest-xdist's
-``--dist loadgroup`` (the README's command) each such tier runs on one worker, its tests one after another."""
 TESTS = Path(__file__).resolve().parent
 PROCESS_MODULES = ("subprocess", "multiprocessing", "torch.multiprocessing", "pexpect")
 """A name bound to one of these modules, or to a function of theirs, starts processes."""
@@ -328,9 +325,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(name) for name in TIERS):  # a test may state its own
             item.add_marker(getattr(pytest.mark, tier(item)))
-        for shared, group in SHARED_RESOURCES.items():
-            if item.get_closest_marker(shared):
-                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)

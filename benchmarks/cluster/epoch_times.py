@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -77,6 +78,11 @@ def main() -> int:
     parser.add_argument("--results-dir", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--work-dir", type=Path, default=None, help="partitions go here (default: a temporary one)")
+    parser.add_argument("--partition-args", default="", help="more options of every `distgcn partition` (quoted)")
+    parser.add_argument("--train-args", default="",
+                        help="more options of every `distgcn train` (quoted), e.g. '--sampler node --batch-size 8217'; "
+                             "with --sampler the runs are minibatch training, which --predict-time does not model: "
+                             "the prediction is left out")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the calibrations and metrics already in --work-dir (predict again only)")
     args = parser.parse_args()
@@ -94,19 +100,20 @@ def main() -> int:
                    "--classes", str(args.classes)]
     rows: list[dict] = []
     started = time.time()
+    minibatch = "--sampler" in shlex.split(args.train_args)
     for parts in args.parts:
         directories = {}
         for model in args.models:
             out = work / f"{args.name}-p{parts}-{model}"
             if not (out / "meta.json").exists():
                 run([*distgcn(), "partition", args.graph, "--parts", str(parts), "--model", model, "--out", str(out),
-                     "--seed", "1", "--quiet", *graph_flags])
+                     "--seed", "1", "--quiet", *graph_flags, *shlex.split(args.partition_args)])
             directories[model] = out
         with EmulatedCluster(nodes=parts, name="bench") as cluster:
             for rate in args.rates:
                 cluster.set_rate(rate)
                 calibration = work / f"{args.name}-p{parts}-{rate}.calibration.json"
-                if not (args.reuse and calibration.exists()):
+                if not minibatch and not (args.reuse and calibration.exists()):
                     print(run(cluster.mpiexec_command(mpiexec, parts, [
                         *distgcn(), "calibrate", "--out", str(calibration), "--features", str(args.features),
                         "--classes", str(args.classes), "--hidden", args.hidden, "--threads", str(args.threads)])),
@@ -118,7 +125,16 @@ def main() -> int:
                         window = ["--halo-window", args.halo_window] if args.halo_window else []
                         run(cluster.mpiexec_command(mpiexec, parts, [
                             *distgcn(), "train", str(directory), "--epochs", str(args.epochs), "--hidden",
-                            args.hidden, "--threads", str(args.threads), "--metrics", str(metrics), *window]))
+                            args.hidden, "--threads", str(args.threads), "--metrics", str(metrics), *window,
+                            *shlex.split(args.train_args)]))
+                    if minibatch:
+                        row = {"graph": args.name, "parts": parts, "rate": rate, "model": model,
+                               "measured": measured(metrics, args.skip), "predicted": None, "network": None}
+                        rows.append(row)
+                        m = row["measured"]
+                        print(f"P={parts} {rate:>8} {model:>10}: measured {m['epoch_s'] * 1e3:8.1f} ms (minibatch; "
+                              f"{m['halo_bytes'] / 1e6:.2f} MB)", flush=True)
+                        continue
                     prediction = json.loads(run([*distgcn(), "stats", str(directory), "--predict-time",
                                                  str(calibration), "--json"]))
                     row = {"graph": args.name, "parts": parts, "rate": rate, "model": model,
@@ -150,7 +166,7 @@ def markdown(report: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_point = {(r["parts"], r["rate"], r["model"]): r for r in report["rows"]}
     for r in report["rows"]:
-        m, p = r["measured"], r["predicted"]
+        m, p = r["measured"], r["predicted"] or {"serial_s": float("nan"), "overlapped_s": float("nan")}
         error = p["serial_s"] / m["epoch_s"] - 1
         hyper = by_point.get((r["parts"], r["rate"], "hypergraph"))
         ratio = "-"

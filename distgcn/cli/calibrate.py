@@ -42,7 +42,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     calibrate.add_argument("--halo-window", type=halo_window, **field_options(ModelConfig, "halo_window"), metavar="K",
                            help=HALO_WINDOW_HELP + " (the distributed run's)")
     calibrate.add_argument("--threads", type=positive_int, metavar="T", **field_options(CalibrationConfig, "threads"),
-                           help="threads per rank, as the runs to predict will use (default: torch's)")
+                           help="threads per rank, as the runs to predict will use (default: as train's, Slurm's "
+                                "SLURM_CPUS_PER_TASK, else the node's cores divided by the ranks on it)")
     calibrate.add_argument("--epochs", type=positive_int, **field_options(CalibrationConfig, "epochs"),
                            help="epochs trained per calibration graph; the first two are not timed (default: "
                                 f"{default_of(CalibrationConfig, 'epochs')})")
@@ -90,9 +91,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(model: ModelConfig, args: argparse.Namespace, comm) -> dict:
+    """The calibration; threads resolved as train resolves them (Slurm's cpus-per-task, else the node's cores
+    shared among the ranks on it)."""
     from distgcn.performance.calibration import GRAPHS, calibrate
+    from distgcn.runtime.threads import default_threads
 
-    return calibrate(model, args.features, args.classes, epochs=args.epochs, threads=args.threads,
+    threads = args.threads
+    if threads is None:
+        from mpi4py import MPI
+
+        threads = default_threads(comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size() if comm is not None else 1)
+    return calibrate(model, args.features, args.classes, epochs=args.epochs, threads=threads,
                      network=args.network, comm=comm, graphs=args.graphs or GRAPHS)
 
 

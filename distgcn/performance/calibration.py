@@ -42,7 +42,9 @@ from distgcn.performance.epoch_time import ComputeRates, RankLoad
 GRAPHS = ((12_000, 6.0), (12_000, 30.0), (36_000, 6.0), (36_000, 30.0))
 """(vertices, mean degree) of the synthetic graphs the compute rates are fitted on."""
 LATENCY_BYTES = 8
+PROBE_BYTES = 2**20
 BANDWIDTH_BYTES = 8 * 2**20
+BULK_SECONDS = 0.25
 
 
 def measure_compute(model: ModelConfig, features: int, classes: int, epochs: int, threads: int | None,
@@ -124,13 +126,14 @@ def measure_distribution(model: ModelConfig, features: int, classes: int, epochs
 
 def measure_network(comm, repeats: int = 200) -> dict | None:
     """Latency (half the round trip of an 8-byte message) and bandwidth (a large message's one-way time, from
-    its round trip with an 8-byte reply) between rank 0 and the last rank; None with one rank."""
+    its round trip with an 8-byte reply) between rank 0 and the last rank; None with one rank. The large message
+    is sized from a first 1 MiB probe to take about a quarter of a second (256 KiB to 8 MiB), so that a slow
+    link is measured quickly and a fast one long enough."""
     if comm.size < 2:
         return None
     peer = comm.size - 1
     rank = comm.rank
     small = np.zeros(LATENCY_BYTES, np.uint8)
-    large = np.zeros(BANDWIDTH_BYTES, np.uint8)
 
     def round_trip(message: np.ndarray, reply: np.ndarray) -> float:
         start = time.perf_counter()
@@ -147,10 +150,16 @@ def measure_network(comm, repeats: int = 200) -> dict | None:
         round_trip(small, small)
     trips = [round_trip(small, small) for _ in range(repeats)]
     latency = statistics.median(trips) / 2
-    bulk = [round_trip(large, small) for _ in range(5)]
+    probe = np.zeros(PROBE_BYTES, np.uint8)
+    round_trip(probe, small)  # the connection's first large message
+    rate = PROBE_BYTES / max(round_trip(probe, small) - 2 * latency, 1e-9)
+    size = comm.bcast(int(min(max(rate * BULK_SECONDS, PROBE_BYTES // 4), BANDWIDTH_BYTES)), root=0)
+    large = np.zeros(size, np.uint8)
+    bulk = [round_trip(large, small) for _ in range(3)]
     seconds = max(statistics.median(bulk) - 2 * latency, 1e-9)
     comm.Barrier()
-    return {"latency_s": latency, "bandwidth_bytes_s": BANDWIDTH_BYTES / seconds, "between_ranks": [0, peer]}
+    return {"latency_s": latency, "bandwidth_bytes_s": size / seconds, "between_ranks": [0, peer],
+            "message_bytes": size}
 
 
 def calibrate(model: ModelConfig, features: int, classes: int, *, epochs: int = 6, threads: int | None = None,

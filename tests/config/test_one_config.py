@@ -404,9 +404,7 @@ def test_the_api_refuses_a_sampler_option_as_the_command_line_does():
 
 def test_the_model_options_of_stats_are_the_model_fields():
     """stats --predict sizes a model: its options are ModelConfig's fields, with their defaults and choices."""
-    from distgcn.config import ModelConfig
-
-    from distgcn.config import TimeConfig
+    from distgcn.config import ModelConfig, TimeConfig
 
     model = {path: declared for path, declared in expanded_fields(ModelConfig).items() if path != "attention_dropout"}
     time = expanded_fields(TimeConfig)

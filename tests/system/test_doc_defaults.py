@@ -109,7 +109,8 @@ def test_threads_default_as_the_docs_say(monkeypatch):
     assert "by default Slurm's `SLURM_CPUS_PER_TASK`, else the node's cores divided by the ranks on it" in doc_text(
         "README.md")
     # resolved at start-up, as below; partition's: all cores for Mt-KaHyPar and KaMinPar (partition/*.py)
-    assert defaults_of("--threads") == {"distgcn train": None, "distgcn predict": None, "distgcn partition": None}
+    assert defaults_of("--threads") == {"distgcn train": None, "distgcn predict": None, "distgcn partition": None,
+                                        "distgcn calibrate": None}
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
     assert default_threads(2) == 3
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
