@@ -78,7 +78,9 @@ def main() -> int:
     parser.add_argument("--results-dir", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--work-dir", type=Path, default=None, help="partitions go here (default: a temporary one)")
-    parser.add_argument("--partition-args", default="", help="more options of every `distgcn partition` (quoted)")
+    parser.add_argument("--stochastic-args", default="",
+                        help="the stochastic model's sampler options for `distgcn partition` (quoted), e.g. "
+                             "'--sampler node --batch-size 8217'")
     parser.add_argument("--train-args", default="",
                         help="more options of every `distgcn train` (quoted), e.g. '--sampler node --batch-size 8217'; "
                              "with --sampler the runs are minibatch training, which --predict-time does not model: "
@@ -107,7 +109,8 @@ def main() -> int:
             out = work / f"{args.name}-p{parts}-{model}"
             if not (out / "meta.json").exists():
                 run([*distgcn(), "partition", args.graph, "--parts", str(parts), "--model", model, "--out", str(out),
-                     "--seed", "1", "--quiet", *graph_flags, *shlex.split(args.partition_args)])
+                     "--seed", "1", "--quiet", *graph_flags,
+                     *(shlex.split(args.stochastic_args) if model == "stochastic" else [])])
             directories[model] = out
         with EmulatedCluster(nodes=parts, name="bench") as cluster:
             for rate in args.rates:
