@@ -169,17 +169,17 @@ def markdown(report: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     by_point = {(r["parts"], r["rate"], r["model"]): r for r in report["rows"]}
     for r in report["rows"]:
-        m, p = r["measured"], r["predicted"] or {"serial_s": float("nan"), "overlapped_s": float("nan")}
-        error = p["serial_s"] / m["epoch_s"] - 1
+        m, p = r["measured"], r["predicted"]
         hyper = by_point.get((r["parts"], r["rate"], "hypergraph"))
         ratio = "-"
+        predicted = "- (minibatch)" if p is None else f"{p['serial_s'] * 1e3:.1f} / {p['overlapped_s'] * 1e3:.1f}"
+        error = "-" if p is None else f"{p['serial_s'] / m['epoch_s'] - 1:+.0%}"
         if hyper is not None and r["model"] != "hypergraph":
             ratio = (f"{hyper['measured']['epoch_s'] / m['epoch_s']:.2f} / "
                      f"{hyper['measured']['halo_bytes'] / max(m['halo_bytes'], 1):.2f}")
         lines.append(f"| {r['parts']} | {r['rate']} | {r['model']} | {m['epoch_s'] * 1e3:.1f} | "
                      f"{m['compute_s'] * 1e3:.1f} | {m['comm_wait_s'] * 1e3:.1f} | {m['allreduce_s'] * 1e3:.1f} | "
-                     f"{m['halo_bytes'] / 1e6:.2f} | {p['serial_s'] * 1e3:.1f} / {p['overlapped_s'] * 1e3:.1f} | "
-                     f"{error:+.0%} | {ratio} |")
+                     f"{m['halo_bytes'] / 1e6:.2f} | {predicted} | {error} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
