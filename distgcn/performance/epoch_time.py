@@ -20,10 +20,11 @@ link, as the metrics split a measured epoch (``compute_s``, ``comm_wait_s``,
   ⌈log₂ P⌉ rounds of a latency, and 2 (P−1)/P of its bytes over the link), plus
   the epoch's metric reductions.
 
-Two epoch figures are given: ``serial_s`` (the parts added: no halo transfer
-hidden behind the local product) and ``overlapped_s`` (the transfer of each
-exchange hidden behind that exchange's share of the slowest rank's compute, as
-far as it reaches); a measured epoch lies between them.
+Two epoch figures are given: ``serial_s``, the prediction (the parts added: no
+halo transfer hidden behind the local product), and ``overlapped_s``, a lower
+bound (the transfer of each exchange hidden behind an equal share of the
+slowest rank's compute, as far as it reaches; over TCP only the owned block's
+product hides it: docs/network.md, "Overlap").
 """
 
 from __future__ import annotations
