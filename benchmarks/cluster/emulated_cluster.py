@@ -311,15 +311,15 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def _burst_bytes(bits_per_second: float) -> int:
-    """The rate bucket's depth: 2 ms of traffic, at least 16 KiB; a shallower one starves a fast link (at 1gbit a
-    1 ms bucket gave 0.66 Gbit/s). The second bucket (:data:`PEAK`) keeps what the first one saved from leaving
+    """The rate bucket's depth: 2 ms of traffic, at least 16 KiB; a shallower one starves a fast link (tbf waits on
+    a timer once the bucket is empty). The second bucket (:data:`PEAK`) keeps what the first one saved from leaving
     faster than the link."""
     return max(16 * 1024, int(bits_per_second / 8 * 2e-3))
 
 
 PEAK = 1.02
-"""tbf's peak rate, over the rate: a burst leaves at most this much faster than the link, as on a real wire (without
-it a 256 KiB message after a pause crossed a 1gbit link at 7.6 Gbit/s; with it at 1.24 Gbit/s)."""
+"""tbf's peak rate, over the rate: a burst saved in the rate bucket during a pause leaves at most this much faster
+than the link, as on a real wire, instead of at the machine's copy speed."""
 PEAK_MTU = 70_000
 """The peak bucket's depth: one 64 KiB GSO segment and its headers."""
 

@@ -18,7 +18,6 @@ import argparse
 import json
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from distgcn.memory.from_sizes import GraphSpec, random_halo_rows

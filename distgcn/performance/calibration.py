@@ -37,7 +37,7 @@ import numpy as np
 
 from distgcn.config import ModelConfig
 from distgcn.performance.calibration_file import FORMAT, VERSION
-from distgcn.performance.epoch_time import ComputeRates, RankLoad
+from distgcn.performance.epoch_time import ComputeRates, RankLoad, received_rows
 
 GRAPHS = ((12_000, 6.0), (12_000, 30.0), (36_000, 6.0), (36_000, 30.0))
 """(vertices, mean degree) of the synthetic graphs the compute rates are fitted on."""
@@ -116,7 +116,7 @@ def measure_distribution(model: ModelConfig, features: int, classes: int, epochs
     measured = statistics.median(record["slowest_compute_s"] for record in result.history[2:])
     loads = partition_loads(part.a_hat, np.asarray(part.parts), comm.size)
     columns = sum(epoch_exchange_widths(model, features, classes, comm.size))
-    received = [sum(load.sent_to.get(rank, 0) for load in loads) for rank in range(comm.size)]
+    received = received_rows(loads)
     values = [(sum(load.sent_to.values()) + received[r]) * columns for r, load in enumerate(loads)]
     base = max(rates.epoch_s(load.nnz, load.rows) for load in loads)
     per_value = max(0.0, measured - base) / max(max(values), 1)  # compute_s counts the work outside the waits

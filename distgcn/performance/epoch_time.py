@@ -87,6 +87,15 @@ def rank_load(shard) -> RankLoad:
                     sent_to={int(peer): int(rows) for peer, rows in zip(shard.send_peers, counts)})
 
 
+def received_rows(loads: Sequence[RankLoad]) -> list[int]:
+    """Rows each rank receives per exchange: what the others send it."""
+    received = [0] * len(loads)
+    for load in loads:
+        for peer, rows in load.sent_to.items():
+            received[peer] += rows
+    return received
+
+
 def _node_traffic(loads: Sequence[RankLoad], ranks_per_node: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Rows out of and into each node per exchange over its link, and the most messages one node's link carries
     per exchange (ranks on one node exchange through memory)."""
@@ -114,10 +123,7 @@ def predict_epoch(loads: Sequence[RankLoad], exchange_widths: Sequence[int], ite
     ``gradient_sizes``: elements of each parameter (one allreduce each).
     """
     parts = len(loads)
-    received = [0] * parts
-    for load in loads:
-        for peer, rows in load.sent_to.items():
-            received[peer] += rows
+    received = received_rows(loads)
     moved = [sum(load.sent_to.values()) + received[r] for r, load in enumerate(loads)]
     local = [rates.epoch_s(load.nnz, load.rows) for load in loads]
     slowest = int(np.argmax(local))
