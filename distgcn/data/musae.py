@@ -165,7 +165,10 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     rows: list[np.ndarray] = []
     cols: list[list[int]] = []
     for key, feature_ids in table.items():
-        node = parse_int(key, path, _line_of_key(text, key), "an integer node id")
+        try:
+            node = parse_int(key, path, None, "an integer node id")
+        except InputError:  # the line is found only for the message: a search per key made the read quadratic
+            node = parse_int(key, path, _line_of_key(text, key), "an integer node id")
         position = int(np.searchsorted(vertex_ids, node))
         if position >= n or vertex_ids[position] != node:
             raise InputError(f"node id {quoted(key)} is not in the target file", path=path,

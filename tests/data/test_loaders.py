@@ -375,6 +375,9 @@ def test_musae_errors(tmp_path):
     make_musae(tmp_path / "f")
     (tmp_path / "f" / "fb.json").unlink()
     expect_error(tmp_path / "f", "fb.json", "missing feature file")
+    make_musae(tmp_path / "g")
+    (tmp_path / "g" / "fb.json").write_text('{\n"0": [1],\n"x1": [0]\n}')
+    expect_error(tmp_path / "g", "fb.json:3:", "'x1'")
 
 
 def test_musae_numbers_beyond_64_bits_name_file_and_line(tmp_path):
