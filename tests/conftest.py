@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from unittest import mock
 
+import kernel_warmup
 import numpy as np
 import pytest
 from emulated_cluster_fixture import emulated_cluster  # noqa: F401 - the module fixture, for every test module
@@ -325,6 +326,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not any(item.get_closest_marker(name) for name in TIERS):  # a test may state its own
             item.add_marker(getattr(pytest.mark, tier(item)))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Compile the numba loops of a whole-suite run on the idle core (tests/helpers/kernel_warmup.py)."""
+    session.config.stash[_WARMUP] = kernel_warmup.start(session.items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    kernel_warmup.stop(session.config.stash.get(_WARMUP, None))
+
+
+_WARMUP = pytest.StashKey["subprocess.Popen | None"]()
 
 
 @pytest.fixture(autouse=True)
