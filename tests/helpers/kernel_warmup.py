@@ -28,9 +28,10 @@ MIN_TESTS = 500
 """Fewer tests collected (one module, one tier): the few loops they need are compiled as they ask."""
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-TRAINING_WIDTHS = {F32: (16, 8, 5, 6, 12, 4, 10, 7, 20, 32, 64, 96, 128, 256),
-                   F64: (16, 8, 96, 4, 6, 12, 10, 5, 7, 20, 48, 64, 192)}
-"""Hidden and input widths of the runs the tests train (products, transposes and dropout's backward)."""
+TRAINING = ((F32, (16, 8, 5)), (F64, (16, 8, 96, 64, 4, 6)), (F32, (6, 12)), (F64, (12,)),
+            (F32, (4, 10, 7, 20, 32, 64, 96, 128, 256)), (F64, (10, 5, 7, 20, 48, 192)))
+"""Hidden and input widths of the runs the tests train (products, transposes and dropout's backward), in about
+the order the suite first trains at them."""
 PRODUCT_WIDTHS = {F32: (1, 7, 17, 24, 32, 33, 47, 48, 100, 0, 4096, 56, 40, 172),
                   F64: (1, 7, 17, 24, 32, 33, 47, 48, 100, 40, 9, 0, 2048, 56, 60)}
 """Widths of tests/kernels/test_csr_kernel.py's products (0: the loop that reads the width at run time)."""
@@ -43,9 +44,9 @@ def compile_all() -> None:
     """Compile every loop listed above, training widths first (the earliest tests train)."""
     from distgcn.kernels import csr, dropout, logits
 
-    for dtype in (F32, F64):
+    for dtype, widths in TRAINING:
         logits.compile_now(dtype)
-        for width in TRAINING_WIDTHS[dtype]:
+        for width in widths:
             dropout.compile_now(dtype, [width])
             _product(csr, dtype, width)
             _transpose(csr, dtype, width)

@@ -16,10 +16,10 @@ from distgcn.io.checkpoint import NAME, list_checkpoints
 from distgcn.runtime.faults import SLOW_ENV
 
 EPOCHS = 80
-EPOCH_SECONDS = 0.1
+EPOCH_SECONDS = 0.05
 """Each epoch of the jobs under test sleeps this long (faults.SLOW_ENV): the small graph alone runs 80
 epochs in well under a second, faster than the test can cancel it mid-run; asleep, the 70 epochs after the
-checkpoint the tests wait for take 7 s."""
+checkpoint the tests wait for take 3.5 s, against the few tenths of a second the test takes to interrupt."""
 TRAIN_ARGS = f"--epochs {EPOCHS} --dtype float64 --hidden 16 --seed 3 --checkpoint-every 5 --resume --quiet"
 
 

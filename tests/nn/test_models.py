@@ -195,11 +195,12 @@ def test_edge_weighted_sum_gradients_match_finite_differences(monkeypatch, chunk
 
 @pytest.mark.slow
 def test_gat_cora_accuracy_reaches_81_percent(tmp_path):
-    """Veličković et al.'s Cora setting (published 83.0% with early stopping); 300 epochs, mean of 5 seeds >= 81%.
+    """Veličković et al.'s Cora setting (published 83.0% with early stopping); 200 epochs, mean of 5 seeds >= 81%
+    (measured 0.821; 0.818 after 300 epochs, 0.823 after 150: the test accuracy has levelled off by then).
 
     One rank: more ranks train the same model up to float rounding, epoch by epoch (the exactness tests above)."""
     settings = ["--partition", "random", "--conv", "gat", "--hidden", "8", "--heads", "8", "--dropout", "0.6",
-                "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "300"]
+                "--lr", "0.005", "--weight-decay", "5e-4", "--epochs", "200"]
     accuracies = cora_accuracies(tmp_path, settings, lambda args: distgcn_in_process(args, ranks=1))
     assert np.mean(accuracies) >= 0.81, accuracies
 
