@@ -328,9 +328,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier(item)))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run of the whole tree (no path named) compiles its numba loops on the idle core from the start, while
+    pytest collects (tests/helpers/kernel_warmup.py)."""
+    if session.config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        session.config.stash[_WARMUP] = kernel_warmup.start()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Compile the numba loops of a whole-suite run on the idle core (tests/helpers/kernel_warmup.py)."""
-    session.config.stash[_WARMUP] = kernel_warmup.start(session.items)
+    if len(session.items) < kernel_warmup.MIN_TESTS:  # a tier or a -k selection: its few loops compile as asked
+        kernel_warmup.stop(session.config.stash.get(_WARMUP, None))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

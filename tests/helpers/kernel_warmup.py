@@ -3,10 +3,11 @@
 A fresh checkout has no numba cache, and each width a test multiplies at is a
 loop of its own (about 1.5 s to compile: distgcn/kernels/csr.py), so compiling
 was about three of the suite's fourteen minutes on 2 cores, while the suite
-kept one core busy on average. When a whole-suite run starts, conftest starts
+kept one core busy on average. When a run of the whole tree starts, conftest starts
 this module as a niced process that compiles the loops below into the
 checkout's cache (where the tests and the ranks they start look), in about the
-order the tests first ask for them, and stops it when the session ends.
+order the tests first ask for them, and stops it when the session ends (or
+once collection has selected fewer than MIN_TESTS tests).
 
 Only speed depends on it: a loop missing here is compiled by the first test
 that asks for it, as without this module, and a loop compiled here is the
@@ -18,14 +19,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 MIN_TESTS = 500
-"""Fewer tests collected (one module, one tier): the few loops they need are compiled as they ask."""
+"""Fewer tests selected (-k, a small tier): the warm-up stops, and the few loops they need compile as asked."""
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 TRAINING = ((F32, (16, 8, 5)), (F64, (16, 8, 96, 64, 4, 6)), (F32, (6, 12)), (F64, (12,)),
@@ -75,9 +75,9 @@ def _transpose(csr, dtype: np.dtype, width: int) -> None:
     csr._compiled_transpose(width)(*_no_rows(dtype))
 
 
-def start(collected: Sequence[object]) -> subprocess.Popen | None:
-    """This module as a niced background process, for a session of at least MIN_TESTS tests; None otherwise."""
-    if len(collected) < MIN_TESTS or os.environ.get("DISTGCN_TEST_WARMUP", "1") == "0":
+def start() -> subprocess.Popen | None:
+    """This module as a niced background process (None when DISTGCN_TEST_WARMUP=0)."""
+    if os.environ.get("DISTGCN_TEST_WARMUP", "1") == "0":
         return None
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
