@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -100,6 +101,13 @@ class MPIGroup:
         while not arrived.Test():
             time.sleep(POLL_S)
         return self.comm.allgather(value)
+
+    def alltoall_object(self, values: Sequence[Any]) -> list[Any]:
+        """``values[d]`` to rank d from every rank; what rank s sent here is element s (waits as allgather_object)."""
+        arrived = self.comm.Ibarrier()
+        while not arrived.Test():
+            time.sleep(POLL_S)
+        return self.comm.alltoall(list(values))
 
     def abort(self, code: int = 1) -> NoReturn:
         abort_mpi_job(self.comm, code)

@@ -59,6 +59,10 @@ class Transport(Protocol):
         """Blocking send of a picklable object (shards sent from rank 0)."""
         ...
 
+    def alltoall_object(self, values: Sequence[Any]) -> list[Any]:
+        """``values[d]`` to rank d, from every rank at once: what rank s sent this rank is element s."""
+        ...
+
     def recv_object(self, source: int) -> Any:
         """Blocking receive of an object sent with :meth:`send_object`."""
         ...

@@ -88,6 +88,9 @@ class MPITransport:
     def recv_object(self, source: int) -> Any:
         return self.comm.recv(source=source, tag=_OBJECT_TAG)
 
+    def alltoall_object(self, values: Sequence[Any]) -> list[Any]:
+        return self.comm.alltoall(list(values))
+
     def ranks_on_this_node(self) -> int:
         node = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
         try:

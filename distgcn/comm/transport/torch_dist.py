@@ -120,6 +120,22 @@ class TorchDistTransport:
     def send_object(self, value: Any, dest: int) -> None:
         dist.send_object_list([value], dst=dest, device=self.device)
 
+    def alltoall_object(self, values: Sequence[Any]) -> list[Any]:
+        """In P rounds of pairs: in round k rank r trades with rank (k - r) mod P, the lower rank sending first,
+        so blocking sends never wait on each other in a cycle."""
+        out: list[Any] = [None] * self.size
+        for k in range(self.size):
+            peer = (k - self.rank) % self.size
+            if peer == self.rank:
+                out[peer] = values[peer]
+            elif self.rank < peer:
+                self.send_object(values[peer], peer)
+                out[peer] = self.recv_object(peer)
+            else:
+                out[peer] = self.recv_object(peer)
+                self.send_object(values[peer], peer)
+        return out
+
     def recv_object(self, source: int) -> Any:
         box: list[Any] = [None]
         dist.recv_object_list(box, src=source, device=self.device)

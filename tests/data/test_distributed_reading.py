@@ -1,0 +1,133 @@
+"""An edge list read on P ranks at once (distgcn.data.distributed) against one process reading it whole
+(distgcn.data.snap.read_edge_ids and adjacency.remap_ids, the loaders every other test checks): the same edges in
+the same order, the same vertex numbers, the same error for bad input, on every rank."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_mpi_script
+
+from distgcn.comm.transport.inprocess import run_ranks
+from distgcn.data.adjacency import remap_ids
+from distgcn.data.distributed.edge_list import byte_range, read_edge_range
+from distgcn.data.distributed.ids import number_ids
+from distgcn.data.snap import read_edge_ids
+from distgcn.errors import InputError
+
+
+def edge_file(path: Path, seed: int, edges: int = 300, end_with_newline: bool = True) -> Path:
+    """Arbitrary ids (large, sparse, repeated), comments, blank lines, tabs and spaces."""
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(10**12, size=max(2, edges // 3), replace=False)
+    lines = ["# a comment line", "% another"]
+    for k in range(edges):
+        u, v = rng.choice(ids, 2)
+        lines.append(f"{u}\t{v}" if k % 3 else f"  {u} {v}  ")
+        if k % 17 == 0:
+            lines.append("")
+        if k % 29 == 0:
+            lines.append("# comment 12 34")
+    path.write_text("\n".join(lines) + ("\n" if end_with_newline else ""))
+    return path
+
+
+def read_on(ranks: int, path: Path, block_bytes: int = 1 << 20) -> list:
+    """Each rank's (source, target, numbered source, numbered target, its ids, first number), or its error."""
+    def rank_main(t):
+        try:
+            src, dst = read_edge_range(t, path, block_bytes=block_bytes)
+        except InputError as e:
+            return str(e)
+        numbered = number_ids(t, src, dst)
+        return src, dst, *numbered.arrays, numbered.ids, numbered.first, numbered.num_vertices
+    return run_ranks(ranks, rank_main)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("block_bytes", [40, 1 << 20])
+@pytest.mark.parametrize("newline", [True, False])
+def test_ranks_read_every_line_once_and_number_ids_as_one_process(tmp_path, ranks, block_bytes, newline):
+    path = edge_file(tmp_path / "g.txt", seed=ranks, end_with_newline=newline)
+    src, dst = read_edge_ids(path)
+    vertex_ids, (want_src, want_dst) = remap_ids(src, dst)
+    got = read_on(ranks, path, block_bytes)
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), src)
+    np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), dst)
+    np.testing.assert_array_equal(np.concatenate([g[2] for g in got]), want_src)
+    np.testing.assert_array_equal(np.concatenate([g[3] for g in got]), want_dst)
+    np.testing.assert_array_equal(np.concatenate([g[4] for g in got]), vertex_ids)  # the buckets, in rank order
+    assert [g[5] for g in got] == list(np.cumsum([0] + [len(g[4]) for g in got])[:-1])
+    assert {g[6] for g in got} == {len(vertex_ids)}
+    if ranks > 1:
+        assert all(len(g[0]) for g in got), "every rank should hold some edges of a 300-edge file"
+        # each rank holds about its share of the ids, not the whole id list (the splitters' work)
+        assert max(len(g[4]) for g in got) <= 1.5 * len(vertex_ids) / ranks + 2, [len(g[4]) for g in got]
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_byte_ranges_cut_at_line_starts_and_cover_the_file(tmp_path, ranks):
+    path = edge_file(tmp_path / "g.txt", seed=7)
+    data = path.read_bytes()
+    ranges = [byte_range(path, r, ranks) for r in range(ranks)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+    for (_, stop), (start, _) in zip(ranges, ranges[1:]):
+        assert stop == start and (start == 0 or start == len(data) or data[start - 1] == ord("\n"))
+    for r, (start, stop) in enumerate(ranges):  # a range holds exactly the lines that begin in its nominal bytes
+        nominal = (len(data) * r // ranks, len(data) * (r + 1) // ranks)
+        begins = [p for p in range(len(data)) if p == 0 or data[p - 1] == ord("\n")]
+        assert [p for p in begins if start <= p < stop] == [p for p in begins if nominal[0] <= p < nominal[1]]
+
+
+BAD = {
+    "bad token": "1 2\n3 4\n5 6\n7 x8\n9 10\n11 12\n",
+    "wrong count": "1 2\n3 4\n5 6\n7 8 9\n9 10\n11 12\n",
+    "negative": "1 2\n3 4\n5 6\n7 8\n9 -10\n11 12\n",
+    "token beats count": "1 2\n3 4 5\n5 6\n7 8\n9 10\n1 y\n",
+    "comments only": "# nothing\n% here\n\n",
+}
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_anywhere_is_the_single_process_error_on_every_rank(tmp_path, ranks, case):
+    path = tmp_path / "g.txt"
+    path.write_text(BAD[case])
+    with pytest.raises(InputError) as single:
+        read_edge_ids(path)
+    assert read_on(ranks, path, block_bytes=8) == [str(single.value)] * ranks
+
+
+def test_a_gzip_stream_is_read_on_rank_zero(tmp_path):
+    plain = edge_file(tmp_path / "g.txt", seed=3)
+    packed = tmp_path / "g.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    got = read_on(3, packed)
+    assert [len(g[0]) > 0 for g in got] == [True, False, False]
+    vertex_ids, (want_src, _) = remap_ids(*read_edge_ids(plain))
+    np.testing.assert_array_equal(got[0][2], want_src)
+    np.testing.assert_array_equal(np.concatenate([g[4] for g in got]), vertex_ids)
+
+
+def test_ranks_without_ids_still_number_with_the_others():
+    arrays = [np.array([50, 7, 50, 9]), np.zeros(0, dtype=np.int64), np.array([9, 1000])]
+    numbered = run_ranks(3, lambda t: number_ids(t, arrays[t.rank]))
+    _, want = remap_ids(np.concatenate(arrays))
+    np.testing.assert_array_equal(np.concatenate([n.arrays[0] for n in numbered]), want[0])
+    assert [n.num_vertices for n in numbered] == [4, 4, 4]
+
+
+@pytest.mark.parametrize("group", ["group", "mpi", "gloo"])
+def test_under_mpiexec_ranks_read_and_number_as_one_process(tmp_path, group):
+    """3 real ranks: MPI's alltoall (the torch-free MPIGroup that `distgcn partition` runs on, and the MPI
+    transport), and gloo's pairs of blocking sends."""
+    path = edge_file(tmp_path / "g.txt", seed=11, edges=2000)
+    result = run_mpi_script("distributed_read.py", 3, tmp_path / "out.json", str(path), group)
+    src, dst = read_edge_ids(path)
+    vertex_ids, (want_src, want_dst) = remap_ids(src, dst)
+    assert sum(result["edges"]) == len(src) and min(result["edges"]) > 0
+    assert result["src"] == want_src.tolist() and result["dst"] == want_dst.tolist()
+    assert result["n"] == [len(vertex_ids)] * 3
