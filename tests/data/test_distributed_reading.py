@@ -1,6 +1,7 @@
 """An edge list read on P ranks at once (distgcn.data.distributed) against one process reading it whole
-(distgcn.data.snap.read_edge_ids and adjacency.remap_ids, the loaders every other test checks): the same edges in
-the same order, the same vertex numbers, the same error for bad input, on every rank."""
+(distgcn.data.snap.read_edge_ids, adjacency.remap_ids and graph.normalized_adjacency, which every other test
+checks): the same edges in the same order, the same vertex numbers, the same rows of Â to the bit, and the same
+error for bad input on every rank."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 from conftest import run_mpi_script
 
 from distgcn.comm.transport.inprocess import run_ranks
-from distgcn.data.adjacency import remap_ids
+from distgcn.data.adjacency import edges_to_adjacency, remap_ids
+from distgcn.data.distributed.adjacency import owned_normalized_rows
 from distgcn.data.distributed.edge_list import byte_range, read_edge_range
 from distgcn.data.distributed.ids import number_ids
+from distgcn.data.graph import normalized_adjacency
 from distgcn.data.snap import read_edge_ids
 from distgcn.errors import InputError
 
@@ -131,3 +134,29 @@ def test_under_mpiexec_ranks_read_and_number_as_one_process(tmp_path, group):
     assert sum(result["edges"]) == len(src) and min(result["edges"]) > 0
     assert result["src"] == want_src.tolist() and result["dst"] == want_dst.tolist()
     assert result["n"] == [len(vertex_ids)] * 3
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_each_rank_builds_its_rows_of_the_normalized_adjacency_to_the_bit(tmp_path, ranks, symmetrize):
+    """Degrees from edges held anywhere, self loops in the file dropped, repeats merged: the rows one process's
+    Â has, value for value."""
+    path = edge_file(tmp_path / "g.txt", seed=20 + ranks, edges=400)
+    with path.open("a") as f:
+        f.write("5 5\n77 5\n77 5\n")  # a self loop and a repeated edge
+    src, dst = read_edge_ids(path)
+    _, (s, d) = remap_ids(src, dst)
+    want = normalized_adjacency(edges_to_adjacency(s, d, int(max(s.max(), d.max())) + 1, symmetrize=symmetrize),
+                                np.float32)
+
+    def rank_main(t):
+        mine = number_ids(t, *read_edge_range(t, path, block_bytes=64))
+        return owned_normalized_rows(t, *mine.arrays, mine.first, len(mine.ids), mine.num_vertices,
+                                     symmetrize=symmetrize, dtype=np.float32)
+
+    for got in run_ranks(ranks, rank_main):
+        rows = want[got.first:got.first + got.matrix.shape[0]]
+        assert got.matrix.shape == rows.shape
+        np.testing.assert_array_equal(got.matrix.indptr, rows.indptr)
+        np.testing.assert_array_equal(got.matrix.indices, rows.indices)
+        assert got.matrix.data.dtype == rows.data.dtype and got.matrix.data.tobytes() == rows.data.tobytes()

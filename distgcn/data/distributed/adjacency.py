@@ -1,0 +1,74 @@
+"""Each rank's rows of Â = D^-1/2 (A + I) D^-1/2, built from edges that any rank may hold.
+
+Rank r owns the vertices it numbered (:func:`distgcn.data.distributed.ids.number_ids`: a contiguous range).
+Every edge ``u v`` (Â[v, u] ≠ 0) travels to the owner of v (and, symmetrized, ``v u`` to the owner of u); the
+owner drops self loops and repeats, adds the diagonal and knows its rows' degrees; the D^-1/2 of the columns it
+meets comes from their owners. The values are those of :func:`distgcn.data.graph.normalized_adjacency` to the
+bit: the same products in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.data.adjacency import drop_repeats
+from distgcn.data.distributed.ids import Exchanging
+
+
+@dataclass
+class OwnedRows:
+    """This rank's rows ``first .. first + rows - 1`` of Â, columns numbered globally."""
+
+    first: int
+    matrix: sp.csr_matrix
+    """rows x n."""
+
+
+def owned_normalized_rows(group: Exchanging, src: np.ndarray, dst: np.ndarray, first: int, rows: int, n: int, *,
+                          symmetrize: bool = False, dtype: np.dtype | type = np.float64) -> OwnedRows:
+    """This rank's rows of Â from the numbered edges each rank holds (``adj[dst[k], src[k]] = 1``); collective."""
+    firsts = np.asarray(group.allgather_object(first), dtype=np.int64)
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keep = src != dst
+    heads, tails = dst[keep], src[keep]
+    if symmetrize:
+        heads, tails = np.concatenate([heads, tails]), np.concatenate([tails, heads])
+    owner = np.searchsorted(firsts, heads, side="right") - 1
+    order = np.argsort(owner, kind="stable")
+    keys = heads[order] * n + tails[order]
+    cuts = np.searchsorted(owner[order], np.arange(group.size + 1))
+    received = group.alltoall_object([keys[cuts[d]:cuts[d + 1]] for d in range(group.size)])
+    keys = np.concatenate(received)
+    keys.sort()
+    keys = drop_repeats(keys)
+    row_of = keys // n - first
+    cols = keys % n
+    # A + I: the diagonal joins each row in column order (self loops were dropped, so it is new)
+    diagonal = np.arange(first, first + rows, dtype=np.int64)
+    row_of = np.concatenate([row_of, diagonal - first])
+    cols = np.concatenate([cols, diagonal])
+    order = np.lexsort((cols, row_of))
+    row_of, cols = row_of[order], cols[order]
+    indptr = np.searchsorted(row_of, np.arange(rows + 1))
+    inv_sqrt = 1.0 / np.sqrt(np.diff(indptr).astype(np.float64))
+    column_scale = _owners_values(group, firsts, first, inv_sqrt, cols)
+    data = np.ones(len(cols))
+    data *= np.repeat(inv_sqrt, np.diff(indptr))
+    data *= column_scale
+    matrix = sp.csr_matrix((data.astype(dtype), cols, indptr), shape=(rows, n))
+    return OwnedRows(first=first, matrix=matrix)
+
+
+def _owners_values(group: Exchanging, firsts: np.ndarray, first: int, values: np.ndarray,
+                   vertices: np.ndarray) -> np.ndarray:
+    """``values`` (each rank's, for its own vertices) at ``vertices`` (any), asked of their owners."""
+    wanted = np.unique(vertices)
+    owner = np.searchsorted(firsts, wanted, side="right") - 1
+    cuts = np.searchsorted(owner, np.arange(group.size + 1))
+    asked = group.alltoall_object([wanted[cuts[d]:cuts[d + 1]] for d in range(group.size)])
+    answers = group.alltoall_object([values[q - first] for q in asked])
+    found = np.concatenate(answers) if answers else np.zeros(0)
+    return found[np.searchsorted(wanted, vertices)]
