@@ -15,7 +15,11 @@ from conftest import run_mpi_script
 from distgcn.comm.transport.inprocess import run_ranks
 from distgcn.data.adjacency import edges_to_adjacency, remap_ids
 from distgcn.data.distributed.adjacency import owned_normalized_rows
-from distgcn.data.distributed.edge_list import byte_range, read_edge_range
+from distgcn.data.distributed.edge_list import (
+    byte_range,
+    read_edge_files,
+    read_edge_range,
+)
 from distgcn.data.distributed.ids import number_ids
 from distgcn.data.graph import normalized_adjacency
 from distgcn.data.snap import read_edge_ids
@@ -160,3 +164,68 @@ def test_each_rank_builds_its_rows_of_the_normalized_adjacency_to_the_bit(tmp_pa
         np.testing.assert_array_equal(got.matrix.indptr, rows.indptr)
         np.testing.assert_array_equal(got.matrix.indices, rows.indices)
         assert got.matrix.data.dtype == rows.data.dtype and got.matrix.data.tobytes() == rows.data.tobytes()
+
+
+def edge_directory(directory: Path) -> list[Path]:
+    """Six files of unequal sizes in name order: plain and gzipped, one of comments only."""
+    directory.mkdir()
+    files = []
+    for k, edges in enumerate([120, 10, 400, 0, 60, 250]):
+        plain = edge_file(directory / f"part-{k:02d}.txt", seed=40 + k, edges=edges)
+        if k == 4:
+            packed = directory / f"part-{k:02d}.txt.gz"
+            packed.write_bytes(gzip.compress(plain.read_bytes()))
+            plain.unlink()
+            plain = packed
+        files.append(plain)
+    return files
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_a_directory_of_files_reads_as_their_concatenation(tmp_path, ranks):
+    files = edge_directory(tmp_path / "edges")
+    read = [read_edge_ids(f) for f in files if f.name != "part-03.txt"]  # comments only: no edges of its own
+    src, dst = np.concatenate([r[0] for r in read]), np.concatenate([r[1] for r in read])
+    vertex_ids, (want_src, want_dst) = remap_ids(src, dst)
+
+    def rank_main(t):
+        mine = read_edge_files(t, tmp_path / "edges", block_bytes=64)
+        return mine, number_ids(t, *mine)
+
+    got = run_ranks(ranks, rank_main)
+    np.testing.assert_array_equal(np.concatenate([g[0][0] for g in got]), src)
+    np.testing.assert_array_equal(np.concatenate([g[0][1] for g in got]), dst)
+    np.testing.assert_array_equal(np.concatenate([g[1].arrays[0] for g in got]), want_src)
+    np.testing.assert_array_equal(np.concatenate([g[1].arrays[1] for g in got]), want_dst)
+    np.testing.assert_array_equal(np.concatenate([g[1].ids for g in got]), vertex_ids)
+    if ranks > 1:
+        assert sum(len(g[0][0]) > 0 for g in got) >= 2, "the files should be spread over the ranks"
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_a_bad_file_of_a_directory_is_named_with_its_line_on_every_rank(tmp_path, ranks):
+    files = edge_directory(tmp_path / "edges")
+    files[1].write_text("1 2\n3 4 5\n")  # a wrong count, met first in order ...
+    files[5].write_text("1 2\n3 4\n5 z\n")  # ... but a bad token anywhere is the error one process reports
+    with pytest.raises(InputError) as single:
+        read_edge_ids(files[5])
+    assert str(single.value).startswith(f"{files[5]}:3:")
+    errors = run_ranks(ranks, lambda t: _error_of(lambda: read_edge_files(t, tmp_path / "edges", block_bytes=16)))
+    assert errors == [str(single.value)] * ranks
+    files[5].write_text("1 2\n")
+    with pytest.raises(InputError) as single:
+        read_edge_ids(files[1])
+    errors = run_ranks(ranks, lambda t: _error_of(lambda: read_edge_files(t, tmp_path / "edges")))
+    assert errors == [str(single.value)] * ranks
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run_ranks(ranks, lambda t: _error_of(lambda: read_edge_files(t, empty))) == \
+        [f"{empty}: no edge-list files in this directory"] * ranks
+
+
+def _error_of(read) -> str | None:
+    try:
+        read()
+    except InputError as e:
+        return str(e)
+    return None

@@ -8,11 +8,14 @@ another's lines, and none is read twice. Comments, ids and errors follow
 rank's line count is shared first), and of several errors every rank raises the
 one a single process would have found first. A gzip file is one stream that
 cannot be entered in the middle: rank 0 reads it whole, and the other ranks
-start with no edges (split it into files beforehand to read it in parallel).
+start with no edges. A directory of edge-list files, plain or gzipped (how large
+graphs are usually shipped), is read as the files' concatenation in name order,
+each rank reading whole files, about a P-th of the bytes (:func:`read_edge_files`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -20,7 +23,7 @@ from typing import BinaryIO
 import numpy as np
 
 from distgcn.data._int_scan import NONE, scan_block
-from distgcn.data._text import BLOCK_BYTES, bad_token, input_errors
+from distgcn.data._text import BLOCK_BYTES, bad_token, input_errors, line_blocks
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.data.snap import COMMENT, WHAT, read_edge_ids
 from distgcn.errors import InputError
@@ -78,18 +81,47 @@ def read_edge_range(group: Exchanging, path: Path, *,
         if verdict[0] == "error":
             raise InputError(str(verdict[1]))
         return src, dst
-    pairs, findings = _scan_range(path, *byte_range(path, group.rank, group.size), block_bytes)
+    pairs, findings = _scan_blocks(_range_blocks(path, *byte_range(path, group.rank, group.size), block_bytes))
     everyone: list[Findings] = group.allgather_object(findings)
-    _raise_first_error(path, everyone)
+    before = np.concatenate([[0], np.cumsum([f.lines for f in everyone])]).astype(int).tolist()
+    _raise_first_error([(path, before[r], f) for r, f in enumerate(everyone)], path)
+    return _as_columns(pairs)
+
+
+def read_edge_files(group: Exchanging, directory: Path, *,
+                    block_bytes: int = BLOCK_BYTES) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's (source, target) ids from a directory of edge-list files (plain or gzipped), the way large
+    graphs are shipped: read as the files' concatenation in name order, each rank reading whole files, about a
+    P-th of the bytes (a file goes to the rank whose nominal range holds its middle byte). An error names the
+    file and its line; of several, every rank raises the one that reading the files in order would meet first
+    (bad token, then wrong count, then no edges at all, then a negative id). Collective."""
+    with input_errors(directory):
+        files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise InputError("no edge-list files in this directory", path=directory)
+    sizes = np.array([p.stat().st_size for p in files], dtype=np.int64)
+    middles = np.cumsum(sizes) - sizes / 2
+    owner = np.minimum((middles * group.size / max(int(sizes.sum()), 1)).astype(np.int64), group.size - 1)
+    pairs: list[np.ndarray] = []
+    mine: list[tuple[int, Findings]] = []
+    for k in np.flatnonzero(owner == group.rank):
+        found_pairs, found = _scan_blocks(line_blocks(files[k], block_bytes))
+        pairs += found_pairs
+        mine.append((int(k), found))
+    everyone = sorted(entry for ranks in group.allgather_object(mine) for entry in ranks)
+    _raise_first_error([(files[k], 0, found) for k, found in everyone], directory)
+    return _as_columns(pairs)
+
+
+def _as_columns(pairs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if not pairs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     edges = np.concatenate(pairs)
     return edges[:, 0], edges[:, 1]
 
 
-def _scan_range(path: Path, start: int, stop: int, block_bytes: int) -> tuple[list[np.ndarray], Findings]:
-    found = Findings(lines=0, edges=0)
-    pairs: list[np.ndarray] = []
+def _range_blocks(path: Path, start: int, stop: int, block_bytes: int) -> Iterator[bytes]:
+    """Bytes [start, stop) of ``path`` in blocks of whole lines (the last one may lack its newline)."""
     with input_errors(path), path.open("rb") as f:
         f.seek(start)
         left = stop - start
@@ -100,40 +132,46 @@ def _scan_range(path: Path, start: int, stop: int, block_bytes: int) -> tuple[li
             data = pending + chunk
             cut = data.rfind(b"\n") + 1 if left > 0 else len(data)
             block, pending = data[:cut], data[cut:]
-            if not block:
-                continue
-            scan = scan_block(block, COMMENT, per_line=2)
-            if found.bad_token is None and scan.bad_token_line != NONE:
-                found.bad_token = (found.lines + scan.bad_token_line,
-                                   bytes(block).split(b"\n", scan.bad_token_line + 1)[scan.bad_token_line])
-            if found.wrong_count is None and scan.bad_count_line != NONE:
-                found.wrong_count = (found.lines + scan.bad_count_line, scan.bad_count)
-            if found.negative is None and scan.first_negative != NONE:
-                found.negative = (found.lines + scan.first_negative_line, int(scan.values[scan.first_negative]))
-            if found.bad_token is None and found.wrong_count is None:
-                pairs.append(scan.values.reshape(-1, 2))
-                found.edges += len(pairs[-1])
-            found.lines += scan.num_lines
+            if block:
+                yield block
+
+
+def _scan_blocks(blocks: Iterable[bytes | bytearray]) -> tuple[list[np.ndarray], Findings]:
+    """The id pairs of blocks of whole lines, and what they hold for the errors (snap.read_edge_ids's checks)."""
+    found = Findings(lines=0, edges=0)
+    pairs: list[np.ndarray] = []
+    for block in blocks:
+        scan = scan_block(block, COMMENT, per_line=2)
+        if found.bad_token is None and scan.bad_token_line != NONE:
+            found.bad_token = (found.lines + scan.bad_token_line,
+                               bytes(block).split(b"\n", scan.bad_token_line + 1)[scan.bad_token_line])
+        if found.wrong_count is None and scan.bad_count_line != NONE:
+            found.wrong_count = (found.lines + scan.bad_count_line, scan.bad_count)
+        if found.negative is None and scan.first_negative != NONE:
+            found.negative = (found.lines + scan.first_negative_line, int(scan.values[scan.first_negative]))
+        if found.bad_token is None and found.wrong_count is None:
+            pairs.append(scan.values.reshape(-1, 2))
+            found.edges += len(pairs[-1])
+        found.lines += scan.num_lines
     return pairs, found
 
 
-def _raise_first_error(path: Path, everyone: list[Findings]) -> None:
-    """The error one process reading the whole file would raise, if any (snap.read_edge_ids's order of checks)."""
-    before = np.concatenate([[0], np.cumsum([f.lines for f in everyone])])
-    for r, f in enumerate(everyone):
+def _raise_first_error(parts: list[tuple[Path, int, Findings]], whole: Path) -> None:
+    """The error one process reading the parts in order would raise, if any (snap.read_edge_ids's order of
+    checks); each part is (its file, the lines of that file before it, what it holds)."""
+    for path, before, f in parts:
         if f.bad_token is not None:
             line, text = f.bad_token
-            number = int(before[r]) + line + 1
+            number = before + line + 1
             raise bad_token(text, path, number, WHAT) or InputError(f"expected {WHAT}", path=path, line=number)
-    for r, f in enumerate(everyone):
+    for path, before, f in parts:
         if f.wrong_count is not None:
             line, count = f.wrong_count
             raise InputError(f"expected 2 vertex ids 'source target', found {count} values", path=path,
-                             line=int(before[r]) + line + 1)
-    if sum(f.edges for f in everyone) == 0:
-        raise InputError("no edges found (expected lines 'source target')", path=path)
-    for r, f in enumerate(everyone):
+                             line=before + line + 1)
+    if sum(f.edges for _, _, f in parts) == 0:
+        raise InputError("no edges found (expected lines 'source target')", path=whole)
+    for path, before, f in parts:
         if f.negative is not None:
             line, value = f.negative
-            raise InputError(f"negative vertex id {value}", path=path, line=int(before[r]) + line + 1)
-
+            raise InputError(f"negative vertex id {value}", path=path, line=before + line + 1)
