@@ -167,7 +167,7 @@ def _read_features(path: Path, vertex_ids: np.ndarray) -> np.ndarray:
     for key, feature_ids in table.items():
         try:
             node = parse_int(key, path, None, "an integer node id")
-        except InputError:  # the line is found only for the message: a search per key made the read quadratic
+        except InputError:  # the line is searched only for the message: a search per key is quadratic
             node = parse_int(key, path, _line_of_key(text, key), "an integer node id")
         position = int(np.searchsorted(vertex_ids, node))
         if position >= n or vertex_ids[position] != node:

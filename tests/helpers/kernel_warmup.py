@@ -1,9 +1,9 @@
 """Compile the suite's numba loops ahead of the tests, on the core the suite leaves idle.
 
 A fresh checkout has no numba cache, and each width a test multiplies at is a
-loop of its own (about 1.5 s to compile: distgcn/kernels/csr.py), so compiling
-was about three of the suite's fourteen minutes on 2 cores, while the suite
-kept one core busy on average. When a run of the whole tree starts, conftest starts
+loop of its own (about 1.5 s to compile: distgcn/kernels/csr.py), some three
+minutes of compiling on 2 cores, while the suite keeps about one core busy.
+When a run of the whole tree starts, conftest starts
 this module as a niced process that compiles the loops below into the
 checkout's cache (where the tests and the ranks they start look), in about the
 order the tests first ask for them, and stops it when the session ends (or

@@ -36,10 +36,9 @@ def owned_normalized_rows(group: Exchanging, src: np.ndarray, dst: np.ndarray, f
     heads, tails = dst[keep], src[keep]
     if symmetrize:
         heads, tails = np.concatenate([heads, tails]), np.concatenate([tails, heads])
-    owner = np.searchsorted(firsts, heads, side="right") - 1
-    order = np.argsort(owner, kind="stable")
+    order = np.argsort(heads, kind="stable")
     keys = heads[order] * n + tails[order]
-    cuts = np.searchsorted(owner[order], np.arange(group.size + 1))
+    cuts = _owner_cuts(firsts, heads[order])
     received = group.alltoall_object([keys[cuts[d]:cuts[d + 1]] for d in range(group.size)])
     keys = np.concatenate(received)
     keys.sort()
@@ -66,9 +65,14 @@ def _owners_values(group: Exchanging, firsts: np.ndarray, first: int, values: np
                    vertices: np.ndarray) -> np.ndarray:
     """``values`` (each rank's, for its own vertices) at ``vertices`` (any), asked of their owners."""
     wanted = np.unique(vertices)
-    owner = np.searchsorted(firsts, wanted, side="right") - 1
-    cuts = np.searchsorted(owner, np.arange(group.size + 1))
+    cuts = _owner_cuts(firsts, wanted)
     asked = group.alltoall_object([wanted[cuts[d]:cuts[d + 1]] for d in range(group.size)])
     answers = group.alltoall_object([values[q - first] for q in asked])
     found = np.concatenate(answers) if answers else np.zeros(0)
     return found[np.searchsorted(wanted, vertices)]
+
+
+def _owner_cuts(firsts: np.ndarray, vertices: np.ndarray) -> np.ndarray:
+    """Where the sorted ``vertices`` pass from one owner to the next: rank d owns ``vertices[cuts[d]:cuts[d+1]]``
+    (rank d owns the vertices from ``firsts[d]`` up to the next rank's first)."""
+    return np.concatenate([np.searchsorted(vertices, firsts), [len(vertices)]])

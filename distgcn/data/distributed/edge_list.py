@@ -67,19 +67,16 @@ def _line_start(f: BinaryIO, at: int, total: int) -> int:
 def read_edge_range(group: Exchanging, path: Path, *,
                     block_bytes: int = BLOCK_BYTES) -> tuple[np.ndarray, np.ndarray]:
     """This rank's (source, target) ids, in file order; collective (the ranks agree on errors)."""
-    if path.name.endswith(".gz"):
+    if path.name.endswith(".gz"):  # one process's error, not distgcn.comm.collective.agree's "rank 0: ..."
+        src = dst = np.zeros(0, dtype=np.int64)
+        error = None
         if group.rank == 0:
-            outcome: tuple[str, object] = ("ok", None)
             try:
                 src, dst = read_edge_ids(path, block_bytes=block_bytes)
             except InputError as e:
-                outcome = ("error", str(e))
-        else:
-            src = dst = np.zeros(0, dtype=np.int64)
-            outcome = ("ok", None)
-        verdict = group.allgather_object(outcome)[0]
-        if verdict[0] == "error":
-            raise InputError(str(verdict[1]))
+                error = str(e)
+        if (error := group.allgather_object(error)[0]) is not None:
+            raise InputError(error)
         return src, dst
     pairs, findings = _scan_blocks(_range_blocks(path, *byte_range(path, group.rank, group.size), block_bytes))
     everyone: list[Findings] = group.allgather_object(findings)
