@@ -3,8 +3,9 @@
 ``load_graph(spec)`` accepts
 - ``synthetic:KIND,...``: a generated graph (:mod:`distgcn.data.synthetic`);
 - a directory: Planetoid (``ind.NAME.*`` files), MUSAE (``NAME_edges.csv``,
-  ``NAME_target.csv``, ``NAME.json``) or an OGB node-property dataset (``raw/edge.csv.gz``
-  or ``raw/data.npz``, and ``split/``: :mod:`distgcn.data.ogb`);
+  ``NAME_target.csv``, ``NAME.json``), an OGB node-property dataset (``raw/edge.csv.gz``
+  or ``raw/data.npz``, and ``split/``: :mod:`distgcn.data.ogb`), or edge-list files only,
+  read in name order as one list (how large graphs are shipped);
 - a Planetoid prefix ``DIR/ind.NAME`` or any one of its files;
 - a file, by suffix (optionally followed by ``.gz`` for the text formats):
   ``.txt``/``.edges``/``.el`` SNAP edge list, ``.mtx`` Matrix Market,
@@ -79,7 +80,8 @@ def load_graph(
 
 
 def detect_format(spec: str) -> tuple[str, Path]:
-    """(format name, path to hand its loader): one of snap, mtx, metis, npz, planetoid, musae, ogb."""
+    """(format name, path to hand its loader): one of snap, snap-directory, mtx, metis, npz, planetoid, musae,
+    ogb."""
     from distgcn.data import musae, ogb, planetoid
 
     path = Path(spec)
@@ -91,11 +93,14 @@ def detect_format(spec: str) -> tuple[str, Path]:
             return "musae", path
         if ogb.is_ogb_directory(path):
             return "ogb", path
+        if _holds_edge_lists(path):
+            return "snap-directory", path
         raise InputError(
             "directory holds no known dataset: expected Planetoid files "
             "ind.NAME.{x,y,tx,ty,allx,ally,graph,test.index}, "
             "MUSAE files NAME_edges.csv, NAME_target.csv, NAME.json, "
-            "or an OGB dataset (raw/edge.csv.gz or raw/data.npz)",
+            "an OGB dataset (raw/edge.csv.gz or raw/data.npz), "
+            "or edge-list files only (.txt, .edges, .el, optionally .gz: read in name order as one list)",
             path=path,
         )
     prefix = planetoid.find_prefix(path)
@@ -118,7 +123,21 @@ def detect_format(spec: str) -> tuple[str, Path]:
     raise InputError(f"unknown graph format ({_EXPECTED})", path=path)
 
 
+def _holds_edge_lists(directory: Path) -> bool:
+    """Whether every visible entry of ``directory`` is an edge-list file (and there is one)."""
+    try:
+        entries = [p for p in directory.iterdir() if not p.name.startswith(".")]
+    except OSError:
+        return False
+    return bool(entries) and all(p.is_file() and p.name.lower().removesuffix(".gz").endswith(_EDGE_LIST_SUFFIXES)
+                                 for p in entries)
+
+
 def _load_file(kind: str, path: Path, *, symmetrize: bool, seed: int) -> Graph:
+    if kind == "snap-directory":
+        from distgcn.data.distributed.edge_list import load_edge_directory
+
+        return load_edge_directory(path, symmetrize=symmetrize)
     if kind == "snap":
         from distgcn.data.snap import load_snap
 
@@ -152,8 +171,19 @@ def _add_random_training_data(
     graph: Graph, spec: str, features: int | None, classes: int | None, seed: int
 ) -> Graph:
     """Give a structure-only graph random training data when asked; refuse to override real data."""
+    if wants_random_training_data(graph, spec, features, classes):
+        (graph.features, graph.labels, graph.train_mask, graph.val_mask, graph.test_mask) = random_training_data(
+            graph.num_vertices, features, classes, seed
+        )
+    return graph
+
+
+def wants_random_training_data(graph, spec: str, features: int | None, classes: int | None,
+                               rows: int | None = None) -> bool:
+    """Whether ``graph`` (a Graph, or a rank's share of one holding ``rows`` of its vertices) is to get random
+    training data: refuse to override real data, or half a request, or data that cannot be right."""
     if features is None and classes is None:
-        return graph
+        return False
     if graph.features is not None or graph.labels is not None:
         have, lack = training_data_parts(graph)
         instead = f"; what it lacks is {words(lack)}: add {how_to_add(lack, graph.num_vertices)} to it" if lack else ""
@@ -161,8 +191,5 @@ def _add_random_training_data(
                          f"but this one has {words(have)}{instead}", path=spec)
     if features is None or classes is None:
         raise InputError("give both features and classes to generate random training data", path=spec)
-    check_random_training_data(graph.num_vertices, features, classes, spec)
-    (graph.features, graph.labels, graph.train_mask, graph.val_mask, graph.test_mask) = random_training_data(
-        graph.num_vertices, features, classes, seed
-    )
-    return graph
+    check_random_training_data(graph.num_vertices, features, classes, spec, rows=rows)
+    return True

@@ -57,15 +57,18 @@ def random_training_data(
     return features, labels, train, val, test
 
 
-def check_random_training_data(n: int, num_features: int, num_classes: int, where: str | Path) -> None:
+def check_random_training_data(n: int, num_features: int, num_classes: int, where: str | Path,
+                               rows: int | None = None) -> None:
     """Refuse, before drawing anything, random training data that cannot be right for the ``n`` vertices of
     the graph ``where``: more classes than vertices (a label would be out of range), or features that cannot
-    fit this node's memory. The messages name the flags, since the numbers are the user's, not the file's."""
+    fit this node's memory (``rows`` of them: a rank's share; None: all n). The messages name the flags, since
+    the numbers are the user's, not the file's."""
     if num_classes > max(n, 2):
         raise InputError(f"--classes {num_classes} is more than the {n} vertices of {where}: random labels "
                          f"need at most one class per vertex (give --classes {max(n, 2)} or fewer)")
-    check_fits(None, None, f"--features {num_features} on the {n} vertices of {where} ({n} x {num_features} "
-               "float32 random features)", n * num_features * np.dtype(np.float32).itemsize + n * (8 + 3))
+    held = n if rows is None else rows
+    check_fits(None, None, f"--features {num_features} on the {held} vertices of {where} ({held} x {num_features} "
+               "float32 random features)", held * num_features * np.dtype(np.float32).itemsize + n * (8 + 3))
 
 
 def feature_matrix(values: np.ndarray, name: str, path: str | Path | None, rows: int | None = None, *,

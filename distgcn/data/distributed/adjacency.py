@@ -30,6 +30,14 @@ class OwnedRows:
 def owned_normalized_rows(group: Exchanging, src: np.ndarray, dst: np.ndarray, first: int, rows: int, n: int, *,
                           symmetrize: bool = False, dtype: np.dtype | type = np.float64) -> OwnedRows:
     """This rank's rows of Â from the numbered edges each rank holds (``adj[dst[k], src[k]] = 1``); collective."""
+    adjacency = owned_adjacency_rows(group, src, dst, first, rows, n, symmetrize=symmetrize)
+    return OwnedRows(first=first, matrix=normalized_rows(group, adjacency, first, dtype=dtype))
+
+
+def owned_adjacency_rows(group: Exchanging, src: np.ndarray, dst: np.ndarray, first: int, rows: int, n: int, *,
+                         symmetrize: bool = False) -> sp.csr_matrix:
+    """This rank's rows of A (rows x n, sorted, ones, no self loops or repeats: the loaders' convention) from the
+    numbered edges each rank holds; collective."""
     firsts = np.asarray(group.allgather_object(first), dtype=np.int64)
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     keep = src != dst
@@ -39,26 +47,38 @@ def owned_normalized_rows(group: Exchanging, src: np.ndarray, dst: np.ndarray, f
     order = np.argsort(heads, kind="stable")
     keys = heads[order] * n + tails[order]
     cuts = _owner_cuts(firsts, heads[order])
+    del heads, tails, order
     received = group.alltoall_object([keys[cuts[d]:cuts[d + 1]] for d in range(group.size)])
+    del keys
     keys = np.concatenate(received)
+    del received
     keys.sort()
     keys = drop_repeats(keys)
-    row_of = keys // n - first
-    cols = keys % n
-    # A + I: the diagonal joins each row in column order (self loops were dropped, so it is new)
-    diagonal = np.arange(first, first + rows, dtype=np.int64)
-    row_of = np.concatenate([row_of, diagonal - first])
-    cols = np.concatenate([cols, diagonal])
+    indptr = np.searchsorted(keys, (np.arange(rows + 1, dtype=np.int64) + first) * n)
+    return sp.csr_matrix((np.ones(len(keys)), keys % n, indptr), shape=(rows, n))
+
+
+def normalized_rows(group: Exchanging, adjacency: sp.csr_matrix, first: int, *,
+                    dtype: np.dtype | type = np.float64) -> sp.csr_matrix:
+    """This rank's rows of Â from its rows of A (rows ``first ..``); collective: the D^-1/2 of the columns it
+    meets comes from their owners."""
+    firsts = np.asarray(group.allgather_object(first), dtype=np.int64)
+    rows = adjacency.shape[0]
+    # A + I: the diagonal joins each row in column order (A has no self loops, so it is new)
+    row_of = np.concatenate([np.repeat(np.arange(rows, dtype=np.int64), np.diff(adjacency.indptr)),
+                             np.arange(rows, dtype=np.int64)])
+    cols = np.concatenate([adjacency.indices.astype(np.int64), np.arange(first, first + rows, dtype=np.int64)])
     order = np.lexsort((cols, row_of))
     row_of, cols = row_of[order], cols[order]
+    del order
     indptr = np.searchsorted(row_of, np.arange(rows + 1))
+    del row_of
     inv_sqrt = 1.0 / np.sqrt(np.diff(indptr).astype(np.float64))
     column_scale = _owners_values(group, firsts, first, inv_sqrt, cols)
     data = np.ones(len(cols))
     data *= np.repeat(inv_sqrt, np.diff(indptr))
     data *= column_scale
-    matrix = sp.csr_matrix((data.astype(dtype), cols, indptr), shape=(rows, n))
-    return OwnedRows(first=first, matrix=matrix)
+    return sp.csr_matrix((data.astype(dtype, copy=False), cols, indptr), shape=(rows, adjacency.shape[1]))
 
 
 def _owners_values(group: Exchanging, firsts: np.ndarray, first: int, values: np.ndarray,

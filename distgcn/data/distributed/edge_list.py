@@ -24,7 +24,9 @@ import numpy as np
 
 from distgcn.data._int_scan import NONE, scan_block
 from distgcn.data._text import BLOCK_BYTES, bad_token, input_errors, line_blocks
+from distgcn.data.adjacency import edges_to_adjacency, remap_ids, require_edges
 from distgcn.data.distributed.ids import Exchanging
+from distgcn.data.graph import Graph
 from distgcn.data.snap import COMMENT, WHAT, read_edge_ids
 from distgcn.errors import InputError
 
@@ -172,3 +174,25 @@ def _raise_first_error(parts: list[tuple[Path, int, Findings]], whole: Path) -> 
         if f.negative is not None:
             line, value = f.negative
             raise InputError(f"negative vertex id {value}", path=path, line=before + line + 1)
+
+
+class OneProcess:
+    """The group of one process, for reading a directory of edge lists without ranks."""
+
+    rank = 0
+    size = 1
+
+    def allgather_object(self, value):
+        return [value]
+
+    def alltoall_object(self, values):
+        return list(values)
+
+
+def load_edge_directory(directory: Path, *, symmetrize: bool = False) -> Graph:
+    """A directory of edge-list files read by one process (:func:`read_edge_files`'s order and errors)."""
+    src, dst = read_edge_files(OneProcess(), directory)
+    vertex_ids, (src, dst) = remap_ids(src, dst)
+    adj = edges_to_adjacency(src, dst, len(vertex_ids), symmetrize=symmetrize)
+    require_edges(adj, directory)
+    return Graph(adj=adj, vertex_ids=vertex_ids, name=directory.name)
