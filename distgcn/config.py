@@ -65,7 +65,9 @@ TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
 DEFAULT_PARTITION_MODEL = "hypergraph"
 """The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
 whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
-PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar")
+PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar", "ptscotch", "zoltan")
+DISTRIBUTED_PARTITIONERS = ("ptscotch", "zoltan")
+"""The partitioners that run on the ranks of an MPI job (``mpiexec -n P distgcn partition``), never in one process."""
 """The tools ``partition --partitioner`` may name (each model takes some: distgcn.partitioning.models)."""
 VERTEX_WEIGHTS = ("nonzeros", "work")
 """What a partition balances (distgcn.partitioning.weights.vertex_weights)."""
@@ -608,6 +610,9 @@ class PartitionConfig:
     vertex_order: str = _one_of(VERTEX_ORDER, VERTEX_ORDERS)
     quiet: bool = False
     verbose: bool = False
+    central: bool = False
+    """Under a launcher, read and partition on rank 0 as one process does, even where the ranks can do it
+    together (each rank still cuts and writes its own shard)."""
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], sampler: SamplerSpec | None = None) -> PartitionConfig:

@@ -25,7 +25,13 @@ from typing import ContextManager
 import numpy as np
 import scipy.sparse as sp
 
-from distgcn.config import EPSILON, PARTITION_MODELS, VERTEX_WEIGHT, PartitionerConfig
+from distgcn.config import (
+    DISTRIBUTED_PARTITIONERS,
+    EPSILON,
+    PARTITION_MODELS,
+    VERTEX_WEIGHT,
+    PartitionerConfig,
+)
 from distgcn.errors import InputError
 from distgcn.io.digests import file_sha256
 from distgcn.partitioning import kaminpar_graph
@@ -206,7 +212,7 @@ def _metis_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float, seed: int, ver
 # ---------------------------------------------------------------------------
 
 
-MODEL_PARTITIONERS = {"graph": GRAPH_PARTITIONERS, "hypergraph": HYPERGRAPH_PARTITIONERS,
+MODEL_PARTITIONERS = {"graph": (*GRAPH_PARTITIONERS, "ptscotch"), "hypergraph": (*HYPERGRAPH_PARTITIONERS, "zoltan"),
                       "stochastic": HYPERGRAPH_PARTITIONERS}
 """The tools ``--partitioner`` may name for each model; the other models run none."""
 
@@ -243,6 +249,42 @@ def compute_parts(model: str, a_hat: sp.spmatrix, nparts: int, *, vcycles: int |
     return run_model(config, a_hat, nparts, vcycles=vcycles, while_tool_runs=while_tool_runs)
 
 
+GRAPH_FREE_MODELS = ("random", "contiguous", "external")
+"""The models whose part vector depends on the vertex count only: every rank can compute it alone."""
+
+
+def graph_free_parts(config: PartitionerConfig, n: int, nparts: int, info: dict) -> np.ndarray:
+    """The part vector of a model of :data:`GRAPH_FREE_MODELS` for n vertices; ``info`` gains what it reports."""
+    model = (config.model or "").lower()
+    if model == "random":
+        info.update(seed=int(config.seed), partitioner="numpy.random.default_rng")
+        return random_parts(n, nparts, config.seed)
+    if model == "contiguous":
+        return contiguous_parts(n, nparts)
+    if config.parts_file is None:
+        raise InputError("the external model needs a part file (parts_file)")
+    parts = external_parts(config.parts_file, n, nparts)
+    info.update(parts_file=str(config.parts_file), parts_file_sha256=file_sha256(Path(config.parts_file)))
+    return parts
+
+
+def start_model(config: PartitionerConfig, n: int, nparts: int) -> tuple[str, dict, dict]:
+    """Check ``config`` for n vertices and ``nparts`` parts; return the model's name, the start of its ``info``
+    and of the tools' versions (:func:`run_model`'s)."""
+    model = (config.model or "").lower()
+    _check_n_nparts(n, nparts)
+    check_partitioner(model, config.partitioner, config.preset)
+    sampler, shp = config.sampler, config.shp
+    if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
+        what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
+        raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
+    if config.vertex_weight != VERTEX_WEIGHT and model not in ("graph", "hypergraph", "stochastic"):
+        raise InputError(f"--vertex-weight: the {model or 'unnamed'} model balances vertex counts, not weights")
+    info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
+                  "partitioner": None, "preset": None}
+    return model, info, {"numpy": np.__version__, "scipy": _version("scipy")}
+
+
 def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcycles: int | None = None,
               while_tool_runs: Callable[[], ContextManager[object]] = nullcontext) -> tuple[np.ndarray, dict]:
     """Run the model ``config`` names; return ``(parts, info)`` with ``info`` ready for meta.json.
@@ -258,27 +300,16 @@ def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcy
     Mt-KaHyPar's or KaHyPar's own run, when nothing of Â is needed (:class:`distgcn.shard.spill.Spill`).
     """
     epsilon, seed, partitioner, preset = config.epsilon, config.seed, config.partitioner, config.preset
-    parts_file, threads, sampler, shp = config.parts_file, config.threads, config.sampler, config.shp
+    threads, sampler, shp = config.threads, config.sampler, config.shp
     vertex_weight = config.vertex_weight
     n = _check_matrix(a_hat)
-    model = (config.model or "").lower()
-    _check_n_nparts(n, nparts)
-    check_partitioner(model, partitioner, preset)
-    if model != "stochastic" and (sampler is not None or any(v is not None for v in (shp or {}).values())):
-        what = "--sampler" if sampler is not None else "--shp-epsilon, --shp-delta and --shp-samples"
-        raise InputError(f"{what}: only --model stochastic samples subgraphs, not the {model or 'unnamed'} model")
-    if vertex_weight != VERTEX_WEIGHT and model not in ("graph", "hypergraph", "stochastic"):
-        raise InputError(f"--vertex-weight: the {model or 'unnamed'} model balances vertex counts, not weights")
-    info: dict = {"model": model, "nparts": int(nparts), "epsilon": None, "seed": None,
-                  "partitioner": None, "preset": None}
-    versions = {"numpy": np.__version__, "scipy": _version("scipy")}
-
+    model, info, versions = start_model(config, n, nparts)
+    if (partitioner or "").lower() in DISTRIBUTED_PARTITIONERS:
+        raise InputError(f"--partitioner {partitioner} partitions on the ranks of an MPI job, each holding its "
+                         f"share of the graph: run mpiexec -n {nparts} distgcn partition ... (docs/scale.md)")
     t0 = time.perf_counter()
-    if model == "random":
-        parts = random_parts(n, nparts, seed)
-        info.update(seed=int(seed), partitioner="numpy.random.default_rng")
-    elif model == "contiguous":
-        parts = contiguous_parts(n, nparts)
+    if model in GRAPH_FREE_MODELS:
+        parts = graph_free_parts(config, n, nparts, info)
     elif model == "graph":
         parts, extra = graph_parts(a_hat, nparts, epsilon=epsilon, seed=seed, vertex_weight=vertex_weight,
                                    partitioner=partitioner, preset=preset, threads=threads, return_info=True)
@@ -297,11 +328,6 @@ def run_model(config: PartitionerConfig, a_hat: sp.spmatrix, nparts: int, *, vcy
         tool_version = extra.pop("version", None)
         info.update(extra)
         versions[partitioner] = tool_version or _version(partitioner)
-    elif model == "external":
-        if parts_file is None:
-            raise InputError("the external model needs a part file (parts_file)")
-        parts = external_parts(parts_file, n, nparts)
-        info.update(parts_file=str(parts_file), parts_file_sha256=file_sha256(Path(parts_file)))
     elif model == "stochastic":
         if sampler is None:
             raise InputError("the stochastic model needs a sampler (--sampler and --batch-size)")

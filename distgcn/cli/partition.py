@@ -38,8 +38,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     part = commands.add_parser("partition", help="partition a graph offline and write per-rank shards",
                                description="Partition GRAPH into P parts; write meta.json, parts.npy and "
-                                           "one shard per rank to DIR. Under mpiexec -n P, rank 0 partitions "
-                                           "and each rank cuts and writes its own shard (docs/scale.md).")
+                                           "one shard per rank to DIR. Under mpiexec -n P, the ranks read and "
+                                           "partition the graph together, each holding its share, and each "
+                                           "writes its own shard (docs/scale.md).")
     part.add_argument("graph", metavar="GRAPH", help="a graph file or directory, or synthetic:...")
     part.add_argument("--parts", type=positive_int, required=True, metavar="P", help="number of ranks")
     part.add_argument("--model", **field_options(PartitionerConfig, "model"),
@@ -48,7 +49,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     part.add_argument("--parts-file", metavar="FILE", help="part vector for --model external")
     part.add_argument("--partitioner", **field_options(PartitionerConfig, "partitioner"),
                       help="tool for the model (hypergraph, stochastic: mtkahypar by default, or kahypar; graph: "
-                           f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named)")
+                           f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named). Under "
+                           "mpiexec -n P: ptscotch (graph) and zoltan (hypergraph) by default, which partition on "
+                           "the ranks")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
                                        f"P <= {AUTO_VCYCLES_MAX_PARTS} on at most {AUTO_VCYCLES_MAX_PINS:,} "
                                        "nonzeros of Â, the tool's default otherwise], default, quality, quality_v3, "
@@ -67,6 +70,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_shp_options(part)
     part.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
     part.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    part.add_argument("--central", action="store_true",
+                      help="under mpiexec -n P: read and partition on rank 0 as one process does (the ranks still "
+                           "cut and write their own shards), not on the ranks together; to compare the two")
     part.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     part.add_argument("--verbose", action="store_true", help="also the partitioner's details and each shard written")
     add_vertex_order_option(part, "", PartitionConfig)
@@ -122,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) -> int:
-    """Every MPI rank cuts and writes its own shard (distgcn/shard/rank_shards.py); all exit with one status."""
+    """The ranks read and partition together and each writes its own shard (distgcn/shard/write_on_ranks.py), or,
+    with --central or a model without a distributed path here, rank 0 reads and partitions first
+    (distgcn/shard/rank_shards.py); all exit with one status."""
     import sys
 
     from distgcn.comm.collective import (
@@ -133,18 +141,23 @@ def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) ->
     )
     from distgcn.comm.mpi_group import MPIGroup
     from distgcn.io.safe_io import claimed
+    from distgcn.partitioning.on_ranks import distributed_problem
     from distgcn.runtime import signals
     from distgcn.shard.rank_shards import write_partition_on_ranks
+    from distgcn.shard.write_on_ranks import write_partition_from_rows
 
     group = MPIGroup()
     signals.attach_job(group.rank, group.size, group.abort)
+    problem = "--central" if config.central else distributed_problem(config.partitioning, group)
+    if problem is not None and not config.central and group.rank == 0 and not config.quiet:
+        print(f"distgcn: reading and partitioning on rank 0: {problem}", file=sys.stderr, flush=True)
+    write = write_partition_on_ranks if problem is not None else write_partition_from_rows
     try:
         with ExitStack() as held:
             agree(group, lambda: held.enter_context(claimed([(Path(args.out), "partition directory")]))
                   if group.rank == 0 else None)
-            write_partition_on_ranks(group, options, config.out, config.parts, config.partitioning,
-                                     force=config.force, quiet=config.quiet, verbose=config.verbose,
-                                     vertex_order=config.vertex_order)
+            write(group, options, config.out, config.parts, config.partitioning, force=config.force,
+                  quiet=config.quiet, verbose=config.verbose, vertex_order=config.vertex_order)
     except CollectiveInputError as exc:
         if exc.printed_here:
             print(f"distgcn: error: {exc}", file=sys.stderr)

@@ -1,0 +1,97 @@
+"""Shards cut by the ranks from the rows they read themselves: no process ever holds the whole graph.
+
+The distributed counterpart of :mod:`distgcn.shard.rank_shards` (where rank 0 reads and partitions first).
+Each rank holds a contiguous range of vertices with their rows of Â and vertex data
+(:func:`distgcn.data.distributed.graph.load_rank_graph`) and the part vector. Then
+
+1. every row travels to the rank of its part (one all-to-all); a rank receives its part's rows in
+   ascending global id, the order one process cuts them in, and orders them locally
+   (:func:`distgcn.shard.cut.part_order`);
+2. every nonzero (v, c) of a row whose column c another rank owns travels to that owner as (c, v) (a second
+   all-to-all): the owner learns which of its rows each peer needs (its sends, by receiver and id: the
+   receiver's halo, by owner and id) and the cut edges at its vertices, for the metrics;
+3. each rank assembles its shard (:func:`distgcn.shard.cut.assemble_shard`) and writes it.
+
+So the shard equals the one :func:`distgcn.shard.cut.cut_shards` cuts, and the counts are
+:class:`distgcn.shard.rank_shards.RankCounts`, summed as there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from distgcn.data.adjacency import sorted_unique
+from distgcn.data.distributed.graph import VERTEX_ARRAYS, RankGraph
+from distgcn.data.distributed.ids import Exchanging
+from distgcn.shard.cut import OwnedRows, Plan, ShardIdentity, assemble_shard, part_order
+from distgcn.shard.rank_shard import Shard
+from distgcn.shard.rank_shards import RankCounts, _remote_pairs
+
+
+def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
+    """(this rank's vertices in ascending id, their rows of Â, their vertex arrays), gathered from the ranks that
+    read them; collective."""
+    mine_read = parts[graph.first : graph.first + graph.rows]
+    a_hat = graph.a_hat
+    outgoing = []
+    for dest in range(group.size):
+        rows = np.flatnonzero(mine_read == dest)
+        block = a_hat[rows]
+        outgoing.append({"ids": rows + graph.first, "indptr": block.indptr, "indices": block.indices,
+                         "data": block.data,
+                         **{name: getattr(graph, name)[rows] for name in VERTEX_ARRAYS}})
+    received = group.alltoall_object(outgoing)
+    del outgoing
+    ids = np.concatenate([piece["ids"] for piece in received]).astype(np.int64)
+    lengths = np.concatenate([np.diff(piece["indptr"]) for piece in received])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    block = sp.csr_matrix((np.concatenate([piece["data"] for piece in received]),
+                           np.concatenate([piece["indices"] for piece in received]), indptr),
+                          shape=(len(ids), graph.n))
+    vertex = {name: np.concatenate([piece[name] for piece in received]) for name in VERTEX_ARRAYS}
+    return ids, block, vertex
+
+
+def cut_from_rows(group: Exchanging, graph: RankGraph, parts: np.ndarray, identity: ShardIdentity,
+                  vertex_order: str) -> tuple[Shard, RankCounts]:
+    """This rank's shard (its part's rows, from every rank that read them) and its share of the metrics;
+    collective."""
+    rank, n = group.rank, graph.n
+    mine, block, vertex = rows_to_owners(group, graph, parts)
+    local = part_order(block[:, mine], vertex_order)
+    owned = mine[local]
+    block = block[local]
+    vertex = {name: np.ascontiguousarray(values[local]) for name, values in vertex.items()}
+    cols = block.indices.astype(np.int64)
+    col_owner = parts[cols]
+    halo_owner, halo_cols = _remote_pairs(col_owner, cols, rank, n)
+    remote = col_owner != rank
+    rows_of = np.repeat(owned, np.diff(block.indptr))
+    local_read = sorted_unique(cols[~remote])
+    pairs = cols[remote] * n + rows_of[remote]  # (column, reader): told to the column's owner
+    own_cut = rows_of[remote] * n + cols[remote]
+    order = np.argsort(col_owner[remote], kind="stable")
+    owners = col_owner[remote][order]
+    pairs = pairs[order]
+    cuts = np.searchsorted(owners, np.arange(group.size + 1))
+    del cols, col_owner, remote, rows_of, order, owners
+    told = group.alltoall_object([pairs[cuts[d] : cuts[d + 1]] for d in range(group.size)])
+    del pairs
+    send_cols = [sorted_unique(keys // n) for keys in told]
+    send_receiver = np.concatenate([np.full(len(c), r, dtype=np.int64) for r, c in enumerate(send_cols)])
+    send_cols = np.concatenate(send_cols).astype(np.int64)
+    neighbours = sorted_unique(np.concatenate([own_cut, *told]))
+    del told, own_cut
+    counts = RankCounts(
+        sent=int(send_cols.shape[0]), received=int(halo_cols.shape[0]),
+        messages_sent=int(sorted_unique(send_receiver).shape[0]),
+        messages_received=int(sorted_unique(halo_owner).shape[0]),
+        nonzeros=int(np.count_nonzero(block.data)), size=int(owned.shape[0]),
+        connectivity=int(local_read.shape[0] + send_cols.shape[0]
+                         - np.union1d(local_read, send_cols).shape[0]),
+        cut_pairs=int(neighbours.shape[0]))
+    local_column = np.empty(n, dtype=np.int64)
+    local_column[owned] = np.arange(owned.shape[0])
+    plan = Plan(halo_cols, halo_owner, send_cols, send_receiver, local_column[send_cols])
+    return assemble_shard(rank, identity, owned, OwnedRows(block, **vertex), plan, local_column), counts
