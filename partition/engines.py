@@ -230,10 +230,10 @@ def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
     lib.Zoltan_Create.restype = ctypes.c_void_p
     zz = ctypes.c_void_p(lib.Zoltan_Create(ctypes.c_void_p(MPI._handleof(group.comm))))
     try:
-        settings = {"LB_METHOD": "HYPERGRAPH", "HYPERGRAPH_PACKAGE": "PHG", "LB_APPROACH": "PARTITION",
-                    "NUM_GLOBAL_PARTS": str(nparts), "RETURN_LISTS": "PARTS", "IMBALANCE_TOL": f"{1 + epsilon:.6g}",
+        settings = {"DEBUG_LEVEL": "0", "LB_METHOD": "HYPERGRAPH", "HYPERGRAPH_PACKAGE": "PHG",
+                    "LB_APPROACH": "PARTITION", "NUM_GLOBAL_PARTS": str(nparts), "RETURN_LISTS": "PARTS", "IMBALANCE_TOL": f"{1 + epsilon:.6g}",
                     "PHG_CUT_OBJECTIVE": "CONNECTIVITY", "NUM_GID_ENTRIES": "1", "NUM_LID_ENTRIES": "0",
-                    "OBJ_WEIGHT_DIM": "1", "EDGE_WEIGHT_DIM": "0", "SEED": str(seed), "DEBUG_LEVEL": "0"}
+                    "OBJ_WEIGHT_DIM": "1", "EDGE_WEIGHT_DIM": "0", "SEED": str(seed)}
         for key, value in settings.items():
             _check(lib.Zoltan_Set_Param(zz, key.encode(), value.encode()), f"Zoltan_Set_Param {key}")
         lib.Zoltan_Set_Num_Obj_Fn(zz, callbacks[0], None)

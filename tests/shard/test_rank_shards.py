@@ -1,4 +1,5 @@
-"""``mpiexec -n P distgcn partition``: every rank cuts and writes its own shard (distgcn/shard/rank_shards.py).
+"""``mpiexec -n P distgcn partition --central``: rank 0 reads and partitions, every rank cuts and writes its own
+shard (distgcn/shard/rank_shards.py).
 
 The directory the ranks write must be the one a single process writes: the
 same part vector, the same shards array by array, the same meta.json but for
@@ -48,7 +49,10 @@ def assert_same_directory(expected: Path, found: Path) -> None:
 
 
 def graph_args(spec: str, directed: bool) -> list[str]:
-    return [spec, "--features", "5", "--classes", "3", "--seed", "2", *([] if directed else ["--symmetrize"])]
+    """The graph's arguments, and --central: rank 0 reads and partitions (the ranks together is
+    tests/shard/test_write_on_ranks.py's)."""
+    return [spec, "--features", "5", "--classes", "3", "--seed", "2", "--central",
+            *([] if directed else ["--symmetrize"])]
 
 
 @pytest.mark.parametrize("directed", [True, False], ids=["directed", "undirected"])
