@@ -76,7 +76,8 @@ PARTITION_ELSEWHERE = {"parts": "partition(parts)", "partitioning.model": "parti
                        "features": "GraphOptions.features", "classes": "GraphOptions.classes",
                        "out": "Partition.write(out)", "force": "Partition.write(force)",
                        "vertex_order": "Partition.write(vertex_order)", "quiet": "Partition.write(quiet)",
-                       "verbose": "Partition.write(verbose)"}
+                       "verbose": "Partition.write(verbose)",
+                       "central": "the command line under mpiexec (the API partitions in one process)"}
 """PartitionConfig fields that :func:`partition` takes other than as keywords: where each is given."""
 
 

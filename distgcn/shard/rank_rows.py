@@ -31,25 +31,30 @@ from distgcn.shard.rank_shards import RankCounts, _remote_pairs
 
 def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
     """(this rank's vertices in ascending id, their rows of Â, their vertex arrays), gathered from the ranks that
-    read them; collective."""
+    read them; collective. The rows go one peer a round (rank r sends to r + k and receives from r - k in round
+    k), so that a rank holds one peer's share in transit, not all of them; ``graph``'s rows are released here."""
     mine_read = parts[graph.first : graph.first + graph.rows]
-    a_hat = graph.a_hat
-    outgoing = []
-    for dest in range(group.size):
+    received: list[dict | None] = [None] * group.size
+    for shift in range(group.size):
+        dest, source = (group.rank + shift) % group.size, (group.rank - shift) % group.size
         rows = np.flatnonzero(mine_read == dest)
-        block = a_hat[rows]
-        outgoing.append({"ids": rows + graph.first, "indptr": block.indptr, "indices": block.indices,
-                         "data": block.data,
-                         **{name: getattr(graph, name)[rows] for name in VERTEX_ARRAYS}})
-    received = group.alltoall_object(outgoing)
-    del outgoing
+        block = graph.a_hat[rows]
+        outgoing: list[dict | None] = [None] * group.size
+        outgoing[dest] = {"ids": rows + graph.first, "indptr": block.indptr, "indices": block.indices,
+                          "data": block.data, **{name: getattr(graph, name)[rows] for name in VERTEX_ARRAYS}}
+        del block
+        received[source] = group.alltoall_object(outgoing)[source]
+        del outgoing
+    graph.a_hat = None
+    for name in VERTEX_ARRAYS:
+        setattr(graph, name, None)
     ids = np.concatenate([piece["ids"] for piece in received]).astype(np.int64)
     lengths = np.concatenate([np.diff(piece["indptr"]) for piece in received])
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    block = sp.csr_matrix((np.concatenate([piece["data"] for piece in received]),
-                           np.concatenate([piece["indices"] for piece in received]), indptr),
+    block = sp.csr_matrix((np.concatenate([piece.pop("data") for piece in received]),
+                           np.concatenate([piece.pop("indices") for piece in received]), indptr),
                           shape=(len(ids), graph.n))
-    vertex = {name: np.concatenate([piece[name] for piece in received]) for name in VERTEX_ARRAYS}
+    vertex = {name: np.concatenate([piece.pop(name) for piece in received]) for name in VERTEX_ARRAYS}
     return ids, block, vertex
 
 

@@ -118,7 +118,7 @@ def _read_and_partition(group: Group, options: GraphOptions, partitioning: Parti
     (nonzeros of A, of Â) read."""
     with progress.phase(f"reading {options.spec} on {group.size} ranks") as phase:
         graph = agree(group, lambda: load_rank_graph(group, options))
-        totals = group.allgather_object((int(graph.adjacency.nnz), int(graph.a_hat.nnz)))
+        totals = group.allgather_object((graph.edges, int(graph.a_hat.nnz)))
         phase.finish(f"{graph.n} vertices, {sum(t[1] for t in totals)} nonzeros in Â, {graph.rows} rows read here")
     with progress.phase(f"partitioning ({partitioning.model}, P={nparts}, on the ranks)") as phase:
         parts, info = agree(group, lambda: parts_on_ranks(group, partitioning, graph, nparts))

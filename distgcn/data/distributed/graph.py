@@ -46,8 +46,9 @@ class RankGraph:
     first: int
     vertex_ids: np.ndarray
     """The user's ids of this rank's vertices."""
-    adjacency: sp.csr_matrix
-    """This rank's rows of A (rows x n; sorted, ones, no self loops)."""
+    adjacency: sp.csr_matrix | None
+    """This rank's rows of A (rows x n; sorted, ones, no self loops); None once Â's rows and the fingerprint,
+    which hashes A, exist (:func:`prepare_rank_graph`)."""
     a_hat: sp.csr_matrix | None = None
     """This rank's rows of Â (rows x n), once :func:`prepare_rank_graph` has run."""
     features: np.ndarray | None = None
@@ -57,10 +58,12 @@ class RankGraph:
     test_mask: np.ndarray | None = None
     fingerprint: str | None = None
     """The whole graph's :meth:`distgcn.data.graph.Graph.fingerprint` (rank 0 computed it and told every rank)."""
+    edges: int = 0
+    """This rank's nonzeros of A (kept when A's rows are dropped)."""
 
     @property
     def rows(self) -> int:
-        return int(self.adjacency.shape[0])
+        return int(self.vertex_ids.shape[0])
 
     @property
     def num_vertices(self) -> int:
@@ -265,6 +268,7 @@ def prepare_rank_graph(group: Exchanging, graph: RankGraph, source: str, feature
         raise InputError(f"--feature-norm: expected row or none, got {feature_norm!r}")
     graph.fingerprint = fingerprint_on_ranks(group, graph)
     graph.a_hat = normalized_rows(group, graph.adjacency, graph.first)
+    graph.edges, graph.adjacency = int(graph.adjacency.nnz), None
     return graph
 
 
@@ -359,4 +363,5 @@ def dealt_from_rank0(group: Exchanging, options) -> RankGraph:
     del pieces
     graph = RankGraph(**mine)
     graph.a_hat = normalized_rows(group, graph.adjacency, graph.first)
+    graph.edges, graph.adjacency = int(graph.adjacency.nnz), None
     return graph
