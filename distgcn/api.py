@@ -77,8 +77,9 @@ PARTITION_ELSEWHERE = {"parts": "partition(parts)", "partitioning.model": "parti
                        "out": "Partition.write(out)", "force": "Partition.write(force)",
                        "vertex_order": "Partition.write(vertex_order)", "quiet": "Partition.write(quiet)",
                        "verbose": "Partition.write(verbose)",
-                       "central": "the command line under mpiexec (the API partitions in one process)"}
-"""PartitionConfig fields that :func:`partition` takes other than as keywords: where each is given."""
+                       "central": "command line --central"}
+"""PartitionConfig fields that :func:`partition` takes other than as keywords: where each is given (``central``
+only means something under mpiexec: the API partitions in one process)."""
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,11 @@ def _elsewhere_problems(path: str, declared: dict[str, Any], where: str) -> list
             [f"GraphOptions.{name} is {options.get(name, 'absent')!r}, {path} {declared['default']!r}"]
     if where.startswith("source"):
         return []
+    if where.startswith("command line "):  # a flag for launched jobs only, which the API never runs
+        flag = where.removeprefix("command line ")
+        options = {option for action in command("partition")._actions for option in action.option_strings}
+        return [] if flag in options and dest_of(path) == flag[2:].replace("-", "_") else \
+            [f"{where}: no such flag of partition for {path}"]
     function, parameter = re.fullmatch(r"([\w.]+)\((\w+)\)", where).groups()
     target = {"partition": distgcn.partition, "Partition.write": api.Partition.write}[function]
     parameters = inspect.signature(target).parameters
