@@ -212,9 +212,11 @@ def _metis_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float, seed: int, ver
 # ---------------------------------------------------------------------------
 
 
-MODEL_PARTITIONERS = {"graph": (*GRAPH_PARTITIONERS, "ptscotch"), "hypergraph": (*HYPERGRAPH_PARTITIONERS, "zoltan"),
+MODEL_PARTITIONERS = {"graph": GRAPH_PARTITIONERS, "hypergraph": HYPERGRAPH_PARTITIONERS,
                       "stochastic": HYPERGRAPH_PARTITIONERS}
-"""The tools ``--partitioner`` may name for each model; the other models run none."""
+"""The tools ``--partitioner`` may name for each model in one process; the other models run none."""
+DISTRIBUTED_MODEL = {"ptscotch": "graph", "zoltan": "hypergraph"}
+"""The model each distributed partitioner (``config.DISTRIBUTED_PARTITIONERS``) serves, on MPI ranks."""
 
 
 def check_partitioner(model: str, partitioner: str | None, preset: str | None = None) -> None:
@@ -222,6 +224,12 @@ def check_partitioner(model: str, partitioner: str | None, preset: str | None = 
     if model == "graph" and preset is not None:
         _check_graph_preset(partitioner, preset)
     if partitioner is None or model not in PARTITION_MODELS:
+        return
+    if partitioner.lower() in DISTRIBUTED_MODEL:
+        served = DISTRIBUTED_MODEL[partitioner.lower()]
+        if served != model:
+            raise InputError(f"--partitioner {partitioner}: it partitions --model {served} (on MPI ranks), not the "
+                             f"{model} model")
         return
     allowed = MODEL_PARTITIONERS.get(model, ())
     if partitioner.lower() in allowed:

@@ -2,9 +2,8 @@
 
 - ``random``, ``contiguous``, ``external``: the part vector depends on the vertex count alone, so every rank
   computes it (:func:`distgcn.partitioning.models.graph_free_parts`): no step is central.
-- ``graph``: PT-Scotch's distributed graph partitioner (:mod:`distgcn.partitioning.ptscotch`).
-- ``hypergraph``: Zoltan's parallel hypergraph partitioner PHG, which minimises the same connectivity − 1
-  (:mod:`distgcn.partitioning.zoltan`).
+- ``graph``: PT-Scotch's distributed graph partitioner, and ``hypergraph``: Zoltan's parallel hypergraph
+  partitioner PHG, which minimises the same connectivity − 1 (both in :mod:`distgcn.partitioning.engines`).
 
 Both libraries are built against the system's MPI, and run on the communicator of this job: mpi4py must be
 built against that same MPI (:func:`engine_problem` says what is missing). Every rank ends with the whole
@@ -20,9 +19,14 @@ import numpy as np
 from distgcn.config import PartitionerConfig
 from distgcn.data.distributed.graph import RankGraph
 from distgcn.data.distributed.ids import Exchanging
-from distgcn.partitioning.models import GRAPH_FREE_MODELS, graph_free_parts, start_model
+from distgcn.partitioning.models import (
+    DISTRIBUTED_MODEL,
+    GRAPH_FREE_MODELS,
+    graph_free_parts,
+    start_model,
+)
 
-ENGINES = {"graph": "ptscotch", "hypergraph": "zoltan"}
+ENGINES = {model: engine for engine, model in DISTRIBUTED_MODEL.items()}
 """The distributed partitioner of each model that needs the graph."""
 DISTRIBUTED_MODELS = (*GRAPH_FREE_MODELS, *ENGINES)
 

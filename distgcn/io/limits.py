@@ -16,18 +16,80 @@ from distgcn.io.npy_files import read_npy_header
 
 
 def available_bytes(device, ranks_on_node: int) -> int | None:
-    """Memory one rank may use: the device's free memory, or this node's available memory shared by its ranks."""
+    """Memory one rank may use: the device's free memory; or the least of this node's available memory, the
+    room left under this process's cgroup memory limit (shared by the node's ranks too, as under Slurm's
+    ``--mem``) and under its address-space limit (``ulimit -v``, ``prlimit --as``)."""
     if device is not None and device.type == "cuda":
         import torch
 
         return int(torch.cuda.mem_get_info(device)[0])
+    ranks = max(1, ranks_on_node)
+    rooms = [_meminfo_available(), _cgroup_room(Path("/proc/self/cgroup"), Path("/sys/fs/cgroup"))]
+    shared = [room // ranks for room in rooms if room is not None]
+    own = _address_space_room()
+    found = shared + ([own] if own is not None else [])
+    return min(found) if found else None
+
+
+def _meminfo_available() -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024 // max(1, ranks_on_node)
+                return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
+
+
+UNLIMITED = 1 << 62
+"""A cgroup memory limit from this many bytes up is no limit (cgroup v1 writes 2^63 rounded to a page)."""
+
+
+def _cgroup_room(membership: Path, root: Path) -> int | None:
+    """The least room (limit − usage) over this process's memory cgroup and its ancestors, v2 or v1; None
+    where no limit is set or nothing can be read."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    rooms = []
+    for line in lines:
+        _number, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base, limit_file, usage_file = root, "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            base, limit_file, usage_file = root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        group = base / path.lstrip("/")
+        while True:
+            try:
+                limit = (group / limit_file).read_text().strip()
+                usage = int((group / usage_file).read_text())
+                if limit != "max" and int(limit) < UNLIMITED:
+                    rooms.append(max(0, int(limit) - usage))
+            except (OSError, ValueError):
+                pass
+            if group == base:
+                break
+            group = group.parent
+    return min(rooms) if rooms else None
+
+
+def _address_space_room() -> int | None:
+    """Address space left under RLIMIT_AS (every mapping counts, so this is what an allocation can still get)."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return max(0, limit - int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    return limit
 
 
 VERTEX_BYTES = 40

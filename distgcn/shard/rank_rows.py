@@ -2,7 +2,7 @@
 
 The distributed counterpart of :mod:`distgcn.shard.rank_shards` (where rank 0 reads and partitions first).
 Each rank holds a contiguous range of vertices with their rows of Â and vertex data
-(:func:`distgcn.data.distributed.graph.load_rank_graph`) and the part vector. Then
+(:func:`distgcn.data.distributed.load.load_rank_graph`) and the part vector. Then
 
 1. every row travels to the rank of its part (one all-to-all); a rank receives its part's rows in
    ascending global id, the order one process cuts them in, and orders them locally

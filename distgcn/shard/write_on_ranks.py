@@ -1,6 +1,6 @@
 """``mpiexec -n P distgcn partition GRAPH --parts P``: read, partition, cut and write with every rank's share only.
 
-The ranks read the graph together (:func:`distgcn.data.distributed.graph.load_rank_graph`), compute the part
+The ranks read the graph together (:func:`distgcn.data.distributed.load.load_rank_graph`), compute the part
 vector together (:func:`distgcn.partitioning.on_ranks.parts_on_ranks`), and each cuts and writes its own shard
 from the rows sent to it (:mod:`distgcn.shard.rank_rows`). Rank 0 writes parts.npy and, last, meta.json into the
 staging directory and renames it into place: the directory is byte for byte the one one process writes for the
@@ -21,7 +21,8 @@ import numpy as np
 
 from distgcn.comm.collective import Group, agree, agree_on_failure
 from distgcn.config import VERTEX_ORDER, PartitionerConfig
-from distgcn.data.distributed.graph import RankGraph, load_rank_graph, num_classes
+from distgcn.data.distributed.graph import RankGraph, num_classes
+from distgcn.data.distributed.load import load_rank_graph
 from distgcn.data.prepare import GraphOptions
 from distgcn.errors import InputError
 from distgcn.partitioning.models import check_partitioner

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from distgcn.comm.transport.inprocess import run_ranks
 from distgcn.data import load_graph, save_npz
 from distgcn.data.distributed import graph as rank_graph
-from distgcn.data.distributed.graph import load_rank_graph, split_format
+from distgcn.data.distributed.load import load_rank_graph, split_format
 from distgcn.data.prepare import GraphOptions, prepare_graph
 from distgcn.errors import InputError
 

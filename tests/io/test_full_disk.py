@@ -97,10 +97,24 @@ def test_rank_written_shards_onto_a_full_disk(tmp_path, small_disk):
     # scratch folder and its files, one shard
     disk = small_disk(f"size=1m,nr_inodes={5 + scratch_files(spec) + 1}")
     out = disk / "p"
+    proc = run_distgcn(["partition", spec, "--parts", "2", "--model", "contiguous", *RANDOM_DATA, "--central",
+                        "--out", str(out)], ranks=2, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "writing the graph for the ranks: done" in proc.stderr  # the shards failed, not rank 0's scratch files
+    assert_one_line(proc.stderr, f"{out}: cannot write the partition directory {NO_SPACE}")
+    assert list(disk.iterdir()) == []
+
+
+def test_shards_of_ranks_that_read_the_graph_onto_a_full_disk(tmp_path, small_disk):
+    """The distributed path (the ranks read and partition together): room for one shard only (the mount's root,
+    the staging directory, its owner file, parts.npy, one shard); every rank exits 2 and nothing is left."""
+    spec = graph(tmp_path)
+    disk = small_disk("size=1m,nr_inodes=5")
+    out = disk / "p"
     proc = run_distgcn(["partition", spec, "--parts", "2", "--model", "contiguous", *RANDOM_DATA, "--out", str(out)],
                        ranks=2, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert "writing the graph for the ranks: done" in proc.stderr  # the shards failed, not rank 0's scratch files
+    assert "on 2 ranks: done" in proc.stderr  # read and partitioned: the shards failed
     assert_one_line(proc.stderr, f"{out}: cannot write the partition directory {NO_SPACE}")
     assert list(disk.iterdir()) == []
 

@@ -10,6 +10,8 @@ index-width boundary are checked against sums written out here by hand.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
 import sys
 import zipfile
 
@@ -604,3 +606,35 @@ def test_the_cpu_activation_peak_is_the_most_torch_holds_at_once(monkeypatch, n,
     small = 16 * max(a * b for a, b in zip(widths[:-1], widths[1:])) * s + 4 * n * classes * s
     assert predicted - small <= measured <= predicted + small, (measured / 2**20, predicted / 2**20)
     assert predicted < gcn_saved_bytes(n, widths, s, dropout, False) + 3 * n * max(widths[1:]) * s or layers == 2
+
+
+def cgroup_tree(root, groups: dict[str, tuple[str, int]], v1: bool) -> None:
+    """Files of a memory cgroup tree under ``root``: each group's (limit, usage)."""
+    for path, (limit, usage) in groups.items():
+        directory = root / ("memory" if v1 else "") / path
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(limit + "\n")
+        (directory / ("memory.usage_in_bytes" if v1 else "memory.current")).write_text(f"{usage}\n")
+
+
+@pytest.mark.parametrize("v1", [False, True], ids=["v2", "v1"])
+def test_cgroup_room_is_the_least_over_the_group_and_its_ancestors(tmp_path, v1):
+    membership = tmp_path / "cgroup"
+    membership.write_text("5:cpu,cpuacct:/other\n" + ("4:memory:/job/step\n" if v1 else "0::/job/step\n"))
+    unlimited = "9223372036854771712" if v1 else "max"
+    cgroup_tree(tmp_path, {"": (unlimited, 10**12), "job": (unlimited, 900), "job/step": ("1000", 400)}, v1)
+    assert limits._cgroup_room(membership, tmp_path) == 600
+    cgroup_tree(tmp_path, {"job": ("1200", 1000)}, v1)  # the job's limit is the tighter one
+    assert limits._cgroup_room(membership, tmp_path) == 200
+    cgroup_tree(tmp_path, {"job": (unlimited, 0), "job/step": (unlimited, 0)}, v1)
+    assert limits._cgroup_room(membership, tmp_path) is None
+    assert limits._cgroup_room(tmp_path / "absent", tmp_path) is None
+
+
+def test_available_bytes_is_at_most_the_address_space_left_under_ulimit_v():
+    script = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30)); "
+              "from distgcn.io import limits; print(limits.available_bytes(None, 1))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    assert 0 < int(proc.stdout) < 6 << 30

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT, distgcn_in_process
 from slurm_cluster import NODE_CPUS, SlurmCluster
@@ -32,7 +33,8 @@ def _header_and_body(text: str) -> tuple[str, str]:
 
 
 def test_the_four_templates_are_there() -> None:
-    assert {"partition.sbatch", "train-cpu.sbatch", "train-gpu.sbatch", "scaling.sbatch"} <= set(TEMPLATES)
+    assert {"partition.sbatch", "partition-ranks.sbatch", "train-cpu.sbatch", "train-gpu.sbatch",
+            "scaling.sbatch"} <= set(TEMPLATES)
 
 
 def test_jobs_finds_the_templates_without_a_checkout_path(monkeypatch) -> None:
@@ -211,6 +213,28 @@ def test_srun_without_pmi_is_a_clear_error(slurm_cluster: SlurmCluster, two_part
     assert record["JobState"] == "FAILED" and record["ExitCode"] in ("2:0", "143:0"), (record, err)
     assert "Exited with exit code 2" in err, err
     assert "srun started 2 ranks but MPI sees 1" in err
+
+
+def test_partition_ranks_job_reads_and_partitions_on_its_tasks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    edges = tmp_path / "edges"
+    edges.mkdir()
+    rng = np.random.default_rng(4)
+    for k in range(3):  # a directory of edge-list files, as large graphs are shipped
+        pairs = rng.integers(0, 400, size=(700, 2)) * 5 + 1
+        (edges / f"part-{k}.txt").write_text("".join(f"{u} {v}\n" for u, v in pairs))
+    export = {"DISTGCN_GRAPH": str(edges), "DISTGCN_OUT": str(tmp_path / "part2"), "DISTGCN_MODEL": "random",
+              "DISTGCN_PARTITION_ARGS": "--features 4 --classes 2 --seed 3"}
+    job = slurm_cluster.sbatch(JOBS / "partition-ranks.sbatch", "--ntasks-per-node=2", "--time=00:05:00",
+                               export=export, cwd=tmp_path)
+    (record,) = slurm_cluster.wait(job, timeout=180)
+    _succeeded([record], tmp_path)
+    err = (tmp_path / f"distgcn-partition-ranks-{job}.err").read_text()
+    assert "on 2 ranks" in err and "read, partitioned and written by the ranks" in err, err
+    single = distgcn_in_process(["partition", str(edges), "--parts", "2", "--model", "random", "--features", "4",
+                                 "--classes", "2", "--seed", "3", "--quiet", "--out", str(tmp_path / "single")])
+    assert single.returncode == 0, single.stderr
+    for name in ("parts.npy", "shard-00000.npz", "shard-00001.npz"):
+        assert (tmp_path / "part2" / name).read_bytes() == (tmp_path / "single" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("launch", ["srun --mpi=pmi2", "mpiexec -n 2"])

@@ -17,11 +17,13 @@ from distgcn.data.distributed.graph import (
     RankGraph,
     add_random_training_data,
     contiguous_ranges,
+    guarded,
     require_edges_on_ranks,
 )
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.data.synthetic import _RMAT_CHUNK, _merged_params, _rmat_chunk
 from distgcn.errors import InputError
+from distgcn.io.limits import check_declared_size
 
 
 def rmat_on_ranks(group: Exchanging, spec: str, *, symmetrize: bool = False, seed: int = 0,
@@ -46,6 +48,7 @@ def rmat_on_ranks(group: Exchanging, spec: str, *, symmetrize: bool = False, see
     except InputError as e:
         raise InputError(f"synthetic spec {spec!r}: {e}") from None
     m = edge_factor * n
+    guarded(group, lambda: _check_share(spec, params, n, m, undirected, group.size))
     chunks = -(-m // _RMAT_CHUNK)
     mine = contiguous_ranges(chunks, group.size)[group.rank : group.rank + 2]
     rng = np.random.default_rng(graph_seed)
@@ -73,3 +76,14 @@ def rmat_on_ranks(group: Exchanging, spec: str, *, symmetrize: bool = False, see
     if num_features > 0:
         add_random_training_data(graph, num_features, num_classes, graph_seed)
     return graph
+
+
+def _check_share(spec: str, params: dict, n: int, m: int, undirected: bool, ranks: int) -> None:
+    """Refuse, before generating, a share of the graph that cannot fit this rank's memory (its rows of A and Â,
+    their features, the arrays of n entries every rank holds: the permutation, the labels, the part vector)."""
+    rows = -(-n // ranks)
+    check_declared_size(spec, None, f"the spec declares rmat scale={params['scale']}, "
+                        f"edge_factor={params['edge_factor']}, features={params['features']}, "
+                        f"of which each of {ranks} ranks holds a share", vertices=rows,
+                        entries=-(-m // ranks) * (2 if undirected else 1),
+                        extra_bytes=4 * rows * int(params["features"]) + 3 * 8 * n)
