@@ -2,7 +2,8 @@
 volume.
 
 Each run is one ``distgcn partition`` command, every process of it under ``/usr/bin/time`` for its peak resident
-set; runs alternate in the order given. A run is ``WHERE:MODEL``:
+set; runs alternate in the order given. A run is ``WHERE:MODEL[:PARTITIONER]`` (the partitioner named with
+``--partitioner``; default: the model's default where the run happens):
 
 - ``one``: one process (the model's single-process tool: KaMinPar or METIS, Mt-KaHyPar);
 - ``central``: P OpenMPI ranks, rank 0 reading and partitioning (``--central``);
@@ -67,9 +68,10 @@ def wrapper(directory: Path, groups: list[Path] | None) -> Path:
     return script
 
 
-def run(where: str, model: str, args: argparse.Namespace, script: Path, out: Path) -> dict:
+def run(where: str, model: str, partitioner: str | None, args: argparse.Namespace, script: Path, out: Path) -> dict:
     command = [str(script), args.site_python, "-m", "distgcn", "partition", args.graph, *shlex.split(args.graph_args),
-               "--parts", str(args.parts), "--model", model, "--out", str(out), "--force", "--quiet"]
+               "--parts", str(args.parts), "--model", model, "--out", str(out), "--force", "--quiet",
+               *(["--partitioner", partitioner] if partitioner else [])]
     if where != "one":
         command = [shutil.which("mpiexec.openmpi") or "mpiexec.openmpi", "-n", str(args.parts), *command]
         if where == "central":
@@ -80,7 +82,7 @@ def run(where: str, model: str, args: argparse.Namespace, script: Path, out: Pat
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     peaks = [int(k) * 1024 for k in re.findall(rf"{RSS_TAG} (\d+)", proc.stderr)]
-    record = {"where": where, "model": model, "returncode": proc.returncode, "wall_s": round(wall, 2),
+    record = {"where": where, "model": model, "asked": partitioner, "returncode": proc.returncode, "wall_s": round(wall, 2),
               "peak_rss_bytes": peaks, "largest_peak_gib": round(max(peaks, default=0) / 2**30, 3),
               "errors": [line for line in proc.stderr.splitlines() if "error" in line.lower()][:5]}
     meta_path = out / "meta.json"
@@ -103,7 +105,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", required=True, help="results JSON")
     args = parser.parse_args()
-    runs = [tuple(r.split(":")) for r in args.runs.split(",")]
+    runs = [(*r.split(":"), None)[:3] for r in args.runs.split(",")]
     load = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as scratch:
@@ -111,12 +113,13 @@ def main() -> None:
         try:
             script = wrapper(Path(scratch), groups)
             for repeat in range(args.repeats):
-                for where, model in runs:
-                    record = run(where, model, args, script, Path(scratch) / f"{where}-{model}")
+                for where, model, partitioner in runs:
+                    out = Path(scratch) / f"{where}-{model}-{partitioner}"
+                    record = run(where, model, partitioner, args, script, out)
                     record["repeat"] = repeat
                     print(json.dumps(record), flush=True)
                     results.append(record)
-                    shutil.rmtree(Path(scratch) / f"{where}-{model}", ignore_errors=True)
+                    shutil.rmtree(out, ignore_errors=True)
         finally:
             for group in groups or []:
                 group.rmdir()

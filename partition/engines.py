@@ -87,10 +87,26 @@ def engine_problem(engine: str, comm) -> str | None:
 def engine_parts(engine: str, group: Exchanging, config: PartitionerConfig, graph: RankGraph,
                  nparts: int) -> tuple[np.ndarray, dict, dict]:
     """(the parts of this rank's vertices, what the engine reports, its version); collective."""
+    if engine == "zoltan" and config.preset is not None:
+        raise InputError(f"--preset {config.preset}: Zoltan's PHG takes no preset")
     weights = rank_vertex_weights(group, graph.a_hat, config.vertex_weight)
-    if engine == "ptscotch":
-        return _scotch_parts(group, graph, weights, nparts, config.epsilon, config.seed)
-    return _zoltan_parts(group, graph, weights, nparts, config.epsilon, config.seed)
+    try:
+        if engine == "ptscotch":
+            return _scotch_parts(group, graph, weights, nparts, config.epsilon, config.seed,
+                                 config.preset or "default")
+        return _zoltan_parts(group, graph, weights, nparts, config.epsilon, config.seed,
+                             (config.model or "").lower())
+    finally:
+        _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    """glibc's malloc_trim: the engine's freed heap goes back to the system before the shards are cut (else it
+    stays in this process's resident set, where the next step's peak would stand on it)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def rank_vertex_weights(group: Exchanging, a_hat: sp.csr_matrix, scheme: str) -> np.ndarray:
@@ -129,8 +145,10 @@ def symmetric_rows(group: Exchanging, graph: RankGraph) -> sp.csr_matrix:
 
 
 def _scotch_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, nparts: int, epsilon: float,
-                  seed: int) -> tuple[np.ndarray, dict, dict]:
+                  seed: int, preset: str) -> tuple[np.ndarray, dict, dict]:
     from mpi4py import MPI
+
+    from distgcn.partitioning.models import PTSCOTCH_PRESETS
 
     lib = _scotch()
     num = {4: np.int32, 8: np.int64}[lib.SCOTCH_numSizeof()]
@@ -160,8 +178,9 @@ def _scotch_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
                                       pointer(edgeloc), None, None), "SCOTCH_dgraphBuild")
         _check(lib.SCOTCH_stratInit(strat), "SCOTCH_stratInit")
         try:
-            _check(lib.SCOTCH_stratDgraphMapBuild(strat, c_num(0), c_num(group.size), c_num(nparts),
-                                                  ctypes.c_double(epsilon)), "SCOTCH_stratDgraphMapBuild")
+            _check(lib.SCOTCH_stratDgraphMapBuild(strat, c_num(PTSCOTCH_PRESETS[preset]), c_num(group.size),
+                                                  c_num(nparts), ctypes.c_double(epsilon)),
+                   "SCOTCH_stratDgraphMapBuild")
             _check(lib.SCOTCH_dgraphPart(dgraph, c_num(nparts), strat, pointer(parts)), "SCOTCH_dgraphPart")
         finally:
             lib.SCOTCH_stratExit(strat)
@@ -170,7 +189,7 @@ def _scotch_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
     major, minor, patch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     lib.SCOTCH_version(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
     version = f"{major.value}.{minor.value}.{patch.value}"
-    return parts.astype(np.int64), {"partitioner": "ptscotch", "preset": "default"}, {"ptscotch": version}
+    return parts.astype(np.int64), {"partitioner": "ptscotch", "preset": preset}, {"ptscotch": version}
 
 
 # ---- Zoltan ----------------------------------------------------------------------------------------------------
@@ -189,22 +208,36 @@ _COMPRESSED_VERTEX = 2
 """ZOLTAN_COMPRESSED_VERTEX (zoltan_types.h): each vertex listed with the nets it belongs to."""
 
 
-def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, nparts: int, epsilon: float,
-                  seed: int) -> tuple[np.ndarray, dict, dict]:
-    from mpi4py import MPI
+_NUM_EDGES = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_ID),
+                              ctypes.POINTER(_ID), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+_EDGE_LIST = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_ID),
+                              ctypes.POINTER(_ID), ctypes.POINTER(ctypes.c_int), ctypes.POINTER(_ID),
+                              ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.POINTER(ctypes.c_float),
+                              ctypes.POINTER(ctypes.c_int))
 
-    lib = _zoltan()
+
+def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, nparts: int, epsilon: float,
+                  seed: int, model: str) -> tuple[np.ndarray, dict, dict]:
+    """Zoltan's PHG on this rank's vertices: the column nets of its rows of Â (``hypergraph``, connectivity − 1),
+    or the symmetric graph of Â without its diagonal (``graph``, Zoltan's GRAPH method on PHG: the edge cut)."""
     if graph.n > np.iinfo(np.uint32).max:
         raise InputError(f"Zoltan numbers vertices with 32-bit ids: {graph.n} vertices are too many")
-    a_hat = graph.a_hat
+    rows = graph.rows
     # every array a callback copies from stays referenced here until Zoltan returns
-    ids = np.arange(graph.first, graph.first + graph.rows, dtype=np.uint32)
-    pointers = np.ascontiguousarray(a_hat.indptr[:-1], dtype=np.int32)
-    if a_hat.nnz > np.iinfo(np.int32).max:
-        raise InputError(f"Zoltan takes at most 2^31 - 1 pins per rank; this rank holds {a_hat.nnz}: use more ranks")
-    pins = np.ascontiguousarray(a_hat.indices, dtype=np.uint32)
+    ids = np.arange(graph.first, graph.first + rows, dtype=np.uint32)
     object_weights = np.ascontiguousarray(weights, dtype=np.float32)
-    rows, count = graph.rows, int(a_hat.nnz)
+    matrix = graph.a_hat if model == "hypergraph" else symmetric_rows(group, graph)
+    if matrix.nnz > np.iinfo(np.int32).max:
+        raise InputError(f"Zoltan takes at most 2^31 - 1 pins or edges per rank; this rank holds {matrix.nnz}: "
+                         "use more ranks")
+    pins = np.ascontiguousarray(matrix.indices, dtype=np.uint32)
+    pointers = np.ascontiguousarray(matrix.indptr[:-1], dtype=np.int32)
+    degrees = np.ascontiguousarray(np.diff(matrix.indptr), dtype=np.int32)
+    firsts = np.asarray(group.allgather_object(graph.first), dtype=np.int64)
+    owners = (np.searchsorted(firsts, matrix.indices, side="right") - 1).astype(np.int32) if model == "graph" \
+        else np.zeros(0, dtype=np.int32)
+    count = int(matrix.nnz)
+    del matrix
 
     def num_obj(_data, error):
         error[0] = 0
@@ -224,22 +257,68 @@ def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
         ctypes.memmove(pin_gids, pins.ctypes.data, pins.nbytes)
         error[0] = 0
 
-    callbacks = (_NUM_OBJ(num_obj), _OBJ_LIST(obj_list), _HG_SIZE(hg_size), _HG_CS(hg_cs))
+    def num_edges(_data, _gid_size, _lid_size, _count, _gids, _lids, edges, error):
+        ctypes.memmove(edges, degrees.ctypes.data, degrees.nbytes)
+        error[0] = 0
+
+    def edge_list(_data, _gid_size, _lid_size, _count, _gids, _lids, _edges, neighbour_gids, neighbour_procs,
+                  _weight_dim, _weights, error):
+        ctypes.memmove(neighbour_gids, pins.ctypes.data, pins.nbytes)
+        ctypes.memmove(neighbour_procs, owners.ctypes.data, owners.nbytes)
+        error[0] = 0
+
+    if model == "hypergraph":
+        method = {"LB_METHOD": "HYPERGRAPH", "HYPERGRAPH_PACKAGE": "PHG", "PHG_CUT_OBJECTIVE": "CONNECTIVITY",
+                  "PHG_EDGE_SIZE_THRESHOLD": f"{_largest_net_fraction(group, graph):.9g}"}
+        callbacks = {"Zoltan_Set_HG_Size_CS_Fn": _HG_SIZE(hg_size), "Zoltan_Set_HG_CS_Fn": _HG_CS(hg_cs)}
+    else:
+        method = {"LB_METHOD": "GRAPH", "GRAPH_PACKAGE": "PHG", "CHECK_GRAPH": "0", "GRAPH_SYMMETRIZE": "NONE"}
+        callbacks = {"Zoltan_Set_Num_Edges_Multi_Fn": _NUM_EDGES(num_edges),
+                     "Zoltan_Set_Edge_List_Multi_Fn": _EDGE_LIST(edge_list)}
+    callbacks = {"Zoltan_Set_Num_Obj_Fn": _NUM_OBJ(num_obj), "Zoltan_Set_Obj_List_Fn": _OBJ_LIST(obj_list),
+                 **callbacks}
+    settings = {"DEBUG_LEVEL": "0", **method, "LB_APPROACH": "PARTITION", "NUM_GLOBAL_PARTS": str(nparts),
+                "RETURN_LISTS": "PARTS", "IMBALANCE_TOL": f"{1 + epsilon:.6g}", "NUM_GID_ENTRIES": "1",
+                "NUM_LID_ENTRIES": "0", "OBJ_WEIGHT_DIM": "1", "EDGE_WEIGHT_DIM": "0", "SEED": str(seed)}
+    gids, got, version = _run_zoltan(group, settings, callbacks)
+    if not np.array_equal(np.sort(gids), ids.astype(np.int64)):
+        raise RuntimeError(f"Zoltan returned parts for {len(gids)} vertices of this rank's {rows}")
+    parts = np.empty(rows, dtype=np.int64)
+    parts[gids - graph.first] = got
+    return parts, {"partitioner": "zoltan", "preset": "PHG"}, {"zoltan": version}
+
+
+def _largest_net_fraction(group: Exchanging, graph: RankGraph) -> float:
+    """Zoltan's PHG_EDGE_SIZE_THRESHOLD: the largest net it keeps, as a fraction of the vertices. Past
+    AUTO_VCYCLES_MAX_PINS pins, nets of more than LARGE_NET_MEANS times the mean size are left out, as the
+    single-process hypergraph model leaves them out of Mt-KaHyPar's input (partition/hypergraph.py); else all
+    nets are kept."""
+    from distgcn.partitioning.hypergraph import (
+        AUTO_VCYCLES_MAX_PINS,
+        LARGE_NET_MEANS,
+        LARGE_NET_MIN_PINS,
+    )
+
+    pins = sum(group.allgather_object(int(graph.a_hat.nnz)))
+    if pins <= AUTO_VCYCLES_MAX_PINS:
+        return 1.0
+    return min(1.0, max(LARGE_NET_MEANS * pins / graph.n, LARGE_NET_MIN_PINS) / graph.n)
+
+
+def _run_zoltan(group: Exchanging, settings: dict[str, str], callbacks: dict) -> tuple[np.ndarray, np.ndarray, str]:
+    """(the global ids Zoltan returned parts for, their parts, Zoltan's version) on ``group``'s communicator."""
+    from mpi4py import MPI
+
+    lib = _zoltan()
     version = ctypes.c_float()
     _check(lib.Zoltan_Initialize(0, None, ctypes.byref(version)), "Zoltan_Initialize")
     lib.Zoltan_Create.restype = ctypes.c_void_p
     zz = ctypes.c_void_p(lib.Zoltan_Create(ctypes.c_void_p(MPI._handleof(group.comm))))
     try:
-        settings = {"DEBUG_LEVEL": "0", "LB_METHOD": "HYPERGRAPH", "HYPERGRAPH_PACKAGE": "PHG",
-                    "LB_APPROACH": "PARTITION", "NUM_GLOBAL_PARTS": str(nparts), "RETURN_LISTS": "PARTS", "IMBALANCE_TOL": f"{1 + epsilon:.6g}",
-                    "PHG_CUT_OBJECTIVE": "CONNECTIVITY", "NUM_GID_ENTRIES": "1", "NUM_LID_ENTRIES": "0",
-                    "OBJ_WEIGHT_DIM": "1", "EDGE_WEIGHT_DIM": "0", "SEED": str(seed)}
         for key, value in settings.items():
             _check(lib.Zoltan_Set_Param(zz, key.encode(), value.encode()), f"Zoltan_Set_Param {key}")
-        lib.Zoltan_Set_Num_Obj_Fn(zz, callbacks[0], None)
-        lib.Zoltan_Set_Obj_List_Fn(zz, callbacks[1], None)
-        lib.Zoltan_Set_HG_Size_CS_Fn(zz, callbacks[2], None)
-        lib.Zoltan_Set_HG_CS_Fn(zz, callbacks[3], None)
+        for setter, callback in callbacks.items():
+            _check(getattr(lib, setter)(zz, callback, None), setter)
         changes, gid_size, lid_size, imports, exports = (ctypes.c_int() for _ in range(5))
         import_gids, import_lids, export_gids, export_lids = (ctypes.POINTER(_ID)() for _ in range(4))
         import_procs, import_parts, export_procs, export_parts = (ctypes.POINTER(ctypes.c_int)() for _ in range(4))
@@ -257,11 +336,7 @@ def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
                                                                  export_parts)))
     finally:
         lib.Zoltan_Destroy(ctypes.byref(zz))
-    if not np.array_equal(np.sort(gids), ids.astype(np.int64)):
-        raise RuntimeError(f"Zoltan returned parts for {len(gids)} vertices of this rank's {rows}")
-    parts = np.empty(rows, dtype=np.int64)
-    parts[gids - graph.first] = got
-    return parts, {"partitioner": "zoltan", "preset": "PHG"}, {"zoltan": f"{version.value:g}"}
+    return gids, got, f"{version.value:g}"
 
 
 _WARN = 1

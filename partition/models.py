@@ -173,8 +173,17 @@ def graph_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float = EPSILON, seed:
     return (parts, info) if return_info else parts
 
 
+PTSCOTCH_PRESETS = {"default": 0x0, "quality": 0x1, "speed": 0x2, "balance": 0x4, "scalability": 0x10}
+"""PT-Scotch's strategy flags (scotch.h: SCOTCH_STRATDEFAULT, ...QUALITY, ...SPEED, ...BALANCE, ...SCALABILITY)."""
+
+
 def _check_graph_preset(partitioner: str | None, preset: str) -> None:
-    """A preset names a KaMinPar context, so it comes with ``--partitioner kaminpar`` (METIS has none)."""
+    """A preset names a KaMinPar context, so it comes with ``--partitioner kaminpar`` (METIS has none), or
+    PT-Scotch's strategy flags."""
+    if (partitioner or "").lower() == "ptscotch":
+        if preset not in PTSCOTCH_PRESETS:
+            raise InputError(f"--preset {preset}: PT-Scotch's presets are {', '.join(PTSCOTCH_PRESETS)}")
+        return
     if (partitioner or "").lower() != "kaminpar":
         raise InputError(f"--preset {preset}: the graph model's presets are KaMinPar's; add --partitioner kaminpar "
                          "(METIS has none)")
@@ -215,8 +224,8 @@ def _metis_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float, seed: int, ver
 MODEL_PARTITIONERS = {"graph": GRAPH_PARTITIONERS, "hypergraph": HYPERGRAPH_PARTITIONERS,
                       "stochastic": HYPERGRAPH_PARTITIONERS}
 """The tools ``--partitioner`` may name for each model in one process; the other models run none."""
-DISTRIBUTED_MODEL = {"ptscotch": "graph", "zoltan": "hypergraph"}
-"""The model each distributed partitioner (``config.DISTRIBUTED_PARTITIONERS``) serves, on MPI ranks."""
+DISTRIBUTED_SERVES = {"ptscotch": ("graph",), "zoltan": ("graph", "hypergraph")}
+"""The models each distributed partitioner (``config.DISTRIBUTED_PARTITIONERS``) serves, on MPI ranks."""
 
 
 def check_partitioner(model: str, partitioner: str | None, preset: str | None = None) -> None:
@@ -225,11 +234,11 @@ def check_partitioner(model: str, partitioner: str | None, preset: str | None = 
         _check_graph_preset(partitioner, preset)
     if partitioner is None or model not in PARTITION_MODELS:
         return
-    if partitioner.lower() in DISTRIBUTED_MODEL:
-        served = DISTRIBUTED_MODEL[partitioner.lower()]
-        if served != model:
-            raise InputError(f"--partitioner {partitioner}: it partitions --model {served} (on MPI ranks), not the "
-                             f"{model} model")
+    if partitioner.lower() in DISTRIBUTED_SERVES:
+        served = DISTRIBUTED_SERVES[partitioner.lower()]
+        if model not in served:
+            raise InputError(f"--partitioner {partitioner}: it partitions --model {' and '.join(served)} (on MPI "
+                             f"ranks), not the {model} model")
         return
     allowed = MODEL_PARTITIONERS.get(model, ())
     if partitioner.lower() in allowed:

@@ -20,13 +20,13 @@ from distgcn.config import PartitionerConfig
 from distgcn.data.distributed.graph import RankGraph
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.partitioning.models import (
-    DISTRIBUTED_MODEL,
+    DISTRIBUTED_SERVES,
     GRAPH_FREE_MODELS,
     graph_free_parts,
     start_model,
 )
 
-ENGINES = {model: engine for engine, model in DISTRIBUTED_MODEL.items()}
+ENGINES = {"graph": "ptscotch", "hypergraph": "zoltan"}
 """The distributed partitioner of each model that needs the graph."""
 DISTRIBUTED_MODELS = (*GRAPH_FREE_MODELS, *ENGINES)
 
@@ -38,9 +38,9 @@ def distributed_problem(config: PartitionerConfig, group: Exchanging) -> str | N
         return f"the {model} model has no distributed path"
     if model in GRAPH_FREE_MODELS:
         return None
-    engine = ENGINES[model]
-    if config.partitioner is not None and config.partitioner.lower() != engine:
-        return f"--partitioner {config.partitioner} runs in one process (the distributed one is {engine})"
+    engine = (config.partitioner or ENGINES[model]).lower()
+    if model not in DISTRIBUTED_SERVES.get(engine, ()):
+        return f"--partitioner {config.partitioner} runs in one process (the distributed one is {ENGINES[model]})"
     from distgcn.partitioning.engines import engine_problem
 
     return engine_problem(engine, getattr(group, "comm", None))
@@ -56,7 +56,8 @@ def parts_on_ranks(group: Exchanging, config: PartitionerConfig, graph: RankGrap
     else:
         from distgcn.partitioning.engines import engine_parts
 
-        local, extra, engine_versions = engine_parts(ENGINES[model], group, config, graph, nparts)
+        local, extra, engine_versions = engine_parts((config.partitioner or ENGINES[model]).lower(), group, config,
+                                                     graph, nparts)
         parts = np.concatenate(group.allgather_object(local)).astype(np.int64)
         info.update(epsilon=float(config.epsilon), seed=int(config.seed), vertex_weight=config.vertex_weight,
                     **extra)

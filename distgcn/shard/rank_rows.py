@@ -31,31 +31,49 @@ from distgcn.shard.rank_shards import RankCounts, _remote_pairs
 
 def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
     """(this rank's vertices in ascending id, their rows of Â, their vertex arrays), gathered from the ranks that
-    read them; collective. The rows go one peer a round (rank r sends to r + k and receives from r - k in round
-    k), so that a rank holds one peer's share in transit, not all of them; ``graph``'s rows are released here."""
+    read them; collective. ``graph``'s rows are released here.
+
+    A rank's rows are first split by destination (and the graph's arrays dropped); then the pieces go one peer
+    a round (rank r sends to r + k and receives from r - k in round k), each dropped once sent and copied into
+    arrays allocated for what will arrive: a rank holds its share once, what it receives once, and one piece in
+    transit.
+    """
+    rank, size = group.rank, group.size
     mine_read = parts[graph.first : graph.first + graph.rows]
-    received: list[dict | None] = [None] * group.size
-    for shift in range(group.size):
-        dest, source = (group.rank + shift) % group.size, (group.rank - shift) % group.size
-        rows = np.flatnonzero(mine_read == dest)
+    order = np.argsort(mine_read, kind="stable")  # grouped by destination, ascending ids within one
+    bounds = np.searchsorted(mine_read[order], np.arange(size + 1))
+    pieces: list[dict | None] = []
+    for dest in range(size):
+        rows = order[bounds[dest] : bounds[dest + 1]]
         block = graph.a_hat[rows]
-        outgoing: list[dict | None] = [None] * group.size
-        outgoing[dest] = {"ids": rows + graph.first, "indptr": block.indptr, "indices": block.indices,
-                          "data": block.data, **{name: getattr(graph, name)[rows] for name in VERTEX_ARRAYS}}
-        del block
-        received[source] = group.alltoall_object(outgoing)[source]
-        del outgoing
+        pieces.append({"ids": rows + graph.first, "lengths": np.diff(block.indptr), "indices": block.indices,
+                       "data": block.data, **{name: getattr(graph, name)[rows] for name in VERTEX_ARRAYS}})
     graph.a_hat = None
     for name in VERTEX_ARRAYS:
         setattr(graph, name, None)
-    ids = np.concatenate([piece["ids"] for piece in received]).astype(np.int64)
-    lengths = np.concatenate([np.diff(piece["indptr"]) for piece in received])
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    block = sp.csr_matrix((np.concatenate([piece.pop("data") for piece in received]),
-                           np.concatenate([piece.pop("indices") for piece in received]), indptr),
-                          shape=(len(ids), graph.n))
-    vertex = {name: np.concatenate([piece.pop(name) for piece in received]) for name in VERTEX_ARRAYS}
-    return ids, block, vertex
+    del order
+    counts = group.alltoall_object([(len(piece["ids"]), len(piece["indices"])) for piece in pieces])
+    row_at = np.concatenate([[0], np.cumsum([c[0] for c in counts])]).astype(np.int64)
+    nnz_at = np.concatenate([[0], np.cumsum([c[1] for c in counts])]).astype(np.int64)
+    sample = pieces[rank]
+    arrived = {name: np.empty((int(row_at[-1]) if name != "indices" and name != "data" else int(nnz_at[-1]),
+                               *sample[name].shape[1:]), dtype=sample[name].dtype) for name in sample}
+    for shift in range(size):
+        dest, source = (rank + shift) % size, (rank - shift) % size
+        outgoing: list[dict | None] = [None] * size
+        outgoing[dest] = pieces[dest]
+        pieces[dest] = None
+        piece = group.alltoall_object(outgoing)[source]
+        del outgoing
+        for name, values in piece.items():
+            at = nnz_at if name in ("indices", "data") else row_at
+            arrived[name][at[source] : at[source + 1]] = values
+        del piece
+    indptr = np.concatenate([[0], np.cumsum(arrived.pop("lengths"))]).astype(np.int64)
+    block = sp.csr_matrix((arrived.pop("data"), arrived.pop("indices"), indptr),
+                          shape=(int(row_at[-1]), graph.n))
+    ids = arrived.pop("ids").astype(np.int64, copy=False)
+    return ids, block, arrived
 
 
 def cut_from_rows(group: Exchanging, graph: RankGraph, parts: np.ndarray, identity: ShardIdentity,

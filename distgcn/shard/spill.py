@@ -27,7 +27,7 @@ from distgcn.shard.cut import GraphData
 _CSR_ARRAYS = ("data", "indices", "indptr")
 
 
-def _mapped_copy(array: np.ndarray) -> np.ndarray:
+def mapped_copy(array: np.ndarray) -> np.ndarray:
     """``array``'s values in a copy-on-write mapping of an unlinked file under ``TMPDIR`` (a plain ndarray)."""
     with scratch_directory("spill") as directory:
         path = directory / "array.npy"
@@ -78,7 +78,7 @@ class Spill:
         if _file_mapped(array):
             return array
         try:
-            mapped = _mapped_copy(array)
+            mapped = mapped_copy(array)
         except OSError as err:
             self.error = f"{err.strerror or err}"
             return array

@@ -14,6 +14,7 @@ the split permutation (drawn whole, as one process draws them).
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from distgcn.data.distributed.load import load_rank_graph
 from distgcn.data.prepare import GraphOptions
 from distgcn.errors import InputError
 from distgcn.partitioning.models import check_partitioner
-from distgcn.partitioning.on_ranks import parts_on_ranks
+from distgcn.partitioning.on_ranks import ENGINES, parts_on_ranks
 from distgcn.runtime.faults import inject_shard_fault
 from distgcn.runtime.progress import Progress
 from distgcn.shard.cut import ShardIdentity
@@ -46,6 +47,7 @@ from distgcn.shard.directory import (
 from distgcn.shard.rank_rows import cut_from_rows
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import merged_metrics
+from distgcn.shard.spill import mapped_copy
 from distgcn.shard.write import metrics_line, partitioner_config
 
 
@@ -56,6 +58,9 @@ def write_partition_from_rows(group: Group, options: GraphOptions, out: str | Pa
     contents on rank 0, else None. Bad input on any rank is a CollectiveInputError on every rank (the ranks
     reading and partitioning together find it together)."""
     partitioning = partitioner_config(partitioning)
+    engine = ENGINES.get((partitioning.model or "").lower())
+    if engine is not None and partitioning.partitioner is None:  # the model's distributed partitioner, by name
+        partitioning = dataclasses.replace(partitioning, partitioner=engine)
     root = group.rank == 0
     progress = Progress.for_rank(group.rank, quiet=quiet, verbose=verbose)
     inputs = input_paths(options.spec, partitioning.parts_file)
@@ -122,6 +127,8 @@ def _read_and_partition(group: Group, options: GraphOptions, partitioning: Parti
         totals = group.allgather_object((graph.edges, int(graph.a_hat.nnz)))
         phase.finish(f"{graph.n} vertices, {sum(t[1] for t in totals)} nonzeros in Â, {graph.rows} rows read here")
     with progress.phase(f"partitioning ({partitioning.model}, P={nparts}, on the ranks)") as phase:
+        if (partitioning.model or "").lower() in ENGINES:  # the engine builds its own graph: the features wait
+            graph.features = mapped_copy(graph.features)  # in the page cache, not in this process
         parts, info = agree(group, lambda: parts_on_ranks(group, partitioning, graph, nparts))
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     return graph, parts, info, totals

@@ -1,5 +1,5 @@
-"""The distributed engines, really started: PT-Scotch (graph model) and Zoltan PHG (hypergraph model) linked
-into the ranks of an OpenMPI job (mpi4py built against the system's MPI, as docs/cluster.md installs it).
+"""The distributed engines, really started: PT-Scotch and Zoltan (graph model), Zoltan PHG (hypergraph model)
+linked into the ranks of an OpenMPI job (mpi4py built against the system's MPI, as docs/cluster.md installs it).
 
 Each engine's part vector is checked for balance and against the volume the project's own metric computes in
 one process (partition/metrics.py), must beat random parts on a graph with communities, and the shards the
@@ -60,11 +60,11 @@ GRAPH_ARGS = ["--features", "4", "--classes", "3", "--seed", "1"]
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize(("model", "engine"), [("graph", "ptscotch"), ("hypergraph", "zoltan")])
+@pytest.mark.parametrize(("model", "engine"), [("graph", "ptscotch"), ("graph", "zoltan"), ("hypergraph", "zoltan")])
 def test_engine_partitions_on_the_ranks(tmp_path, communities, model, engine, ranks):
     out = tmp_path / "ranks"
     proc = run_on_site_mpi(["partition", communities, *GRAPH_ARGS, "--parts", str(ranks), "--model", model,
-                            "--out", str(out)], ranks)
+                            "--partitioner", engine, "--out", str(out)], ranks)
     assert proc.returncode == 0, proc.stderr
     assert "reading and partitioning on rank 0" not in proc.stderr and "ZOLTAN" not in proc.stdout + proc.stderr
     meta = json.loads((out / "meta.json").read_text())

@@ -19,7 +19,7 @@ from distgcn.data.distributed.ids import Exchanging, number_ids
 from distgcn.errors import InputError
 
 VERTEX_ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
-FINGERPRINT_CHUNK_BYTES = 1 << 26
+FINGERPRINT_CHUNK_BYTES = 1 << 24
 """How much of its arrays a rank sends rank 0 at a time while the graph's fingerprint is hashed."""
 RANDOM_FEATURE_VALUES = 1 << 22
 """Random feature values drawn at a time by each rank (it keeps only its rows' values)."""
