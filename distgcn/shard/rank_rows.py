@@ -29,19 +29,25 @@ from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import RankCounts, _remote_pairs
 
 
+TRANSIT_BYTES = 1 << 26
+"""About how much of one piece of rows travels in one message (it is held pickled and unpickled at both ends)."""
+
+
 def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
     """(this rank's vertices in ascending id, their rows of Â, their vertex arrays), gathered from the ranks that
     read them; collective. ``graph``'s rows are released here.
 
     A rank's rows are first split by destination (and the graph's arrays dropped); then the pieces go one peer
-    a round (rank r sends to r + k and receives from r - k in round k), each dropped once sent and copied into
-    arrays allocated for what will arrive: a rank holds its share once, what it receives once, and one piece in
-    transit.
+    a round (rank r sends to r + k and receives from r - k in round k), a few rows at a time
+    (:data:`TRANSIT_BYTES`), each piece dropped once sent and copied into arrays allocated for what will arrive:
+    a rank holds its share once, what it receives once, and a message's worth in transit.
     """
     rank, size = group.rank, group.size
     mine_read = parts[graph.first : graph.first + graph.rows]
     order = np.argsort(mine_read, kind="stable")  # grouped by destination, ascending ids within one
     bounds = np.searchsorted(mine_read[order], np.arange(size + 1))
+    row_bytes = (graph.a_hat.nnz * 16 / max(graph.rows, 1)) + sum(
+        getattr(graph, name)[:1].nbytes for name in VERTEX_ARRAYS) + 16
     pieces: list[dict | None] = []
     for dest in range(size):
         rows = order[bounds[dest] : bounds[dest + 1]]
@@ -52,22 +58,33 @@ def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tu
     for name in VERTEX_ARRAYS:
         setattr(graph, name, None)
     del order
-    counts = group.alltoall_object([(len(piece["ids"]), len(piece["indices"])) for piece in pieces])
-    row_at = np.concatenate([[0], np.cumsum([c[0] for c in counts])]).astype(np.int64)
-    nnz_at = np.concatenate([[0], np.cumsum([c[1] for c in counts])]).astype(np.int64)
+    per_message = max(1, int(TRANSIT_BYTES // max(max(group.allgather_object(row_bytes)), 1)))
+    counts = group.allgather_object([(len(piece["ids"]), len(piece["indices"])) for piece in pieces])
+    came = [counts[source][rank] for source in range(size)]
+    row_at = np.concatenate([[0], np.cumsum([c[0] for c in came])]).astype(np.int64)
+    nnz_at = np.concatenate([[0], np.cumsum([c[1] for c in came])]).astype(np.int64)
     sample = pieces[rank]
-    arrived = {name: np.empty((int(row_at[-1]) if name != "indices" and name != "data" else int(nnz_at[-1]),
+    arrived = {name: np.empty((int(nnz_at[-1] if name in ("indices", "data") else row_at[-1]),
                                *sample[name].shape[1:]), dtype=sample[name].dtype) for name in sample}
     for shift in range(size):
         dest, source = (rank + shift) % size, (rank - shift) % size
-        outgoing: list[dict | None] = [None] * size
-        outgoing[dest] = pieces[dest]
-        pieces[dest] = None
-        piece = group.alltoall_object(outgoing)[source]
-        del outgoing
-        for name, values in piece.items():
-            at = nnz_at if name in ("indices", "data") else row_at
-            arrived[name][at[source] : at[source + 1]] = values
+        messages = max(-(-counts[r][(r + shift) % size][0] // per_message) for r in range(size))
+        piece, pieces[dest] = pieces[dest], None
+        starts = np.concatenate([[0], np.cumsum(piece["lengths"])])
+        row_in, nnz_in = int(row_at[source]), int(nnz_at[source])
+        for k in range(messages):
+            first, stop = min(k * per_message, len(piece["ids"])), min((k + 1) * per_message, len(piece["ids"]))
+            outgoing: list[dict | None] = [None] * size
+            outgoing[dest] = {name: values[starts[first] : starts[stop]] if name in ("indices", "data")
+                              else values[first:stop] for name, values in piece.items()}
+            message = group.alltoall_object(outgoing)[source]
+            del outgoing
+            rows_in, entries_in = len(message["ids"]), len(message["indices"])
+            for name, values in message.items():
+                at = nnz_in if name in ("indices", "data") else row_in
+                arrived[name][at : at + len(values)] = values
+            row_in, nnz_in = row_in + rows_in, nnz_in + entries_in
+            del message
         del piece
     indptr = np.concatenate([[0], np.cumsum(arrived.pop("lengths"))]).astype(np.int64)
     block = sp.csr_matrix((arrived.pop("data"), arrived.pop("indices"), indptr),

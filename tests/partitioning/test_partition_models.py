@@ -513,6 +513,18 @@ def test_compute_parts_stochastic_records_the_sampler_and_names_the_tool_only_wh
      "--partitioner metis: the stochastic model uses mtkahypar or kahypar (metis partitions --model graph)"),
     ("random", {"partitioner": "kaminpar"},
      "--partitioner kaminpar: the random model runs no partitioner (kaminpar partitions --model graph)"),
+    ("graph", {"partitioner": "ptscotch"},
+     "--partitioner ptscotch partitions on the ranks of an MPI job, each holding its share of the graph: run "
+     "mpiexec -n 2 distgcn partition ... (docs/scale.md)"),
+    ("hypergraph", {"partitioner": "zoltan"},
+     "--partitioner zoltan partitions on the ranks of an MPI job, each holding its share of the graph: run "
+     "mpiexec -n 2 distgcn partition ... (docs/scale.md)"),
+    ("hypergraph", {"partitioner": "ptscotch"},
+     "--partitioner ptscotch: it partitions --model graph (on MPI ranks), not the hypergraph model"),
+    ("stochastic", {"partitioner": "zoltan"},
+     "--partitioner zoltan: it partitions --model graph and hypergraph (on MPI ranks), not the stochastic model"),
+    ("graph", {"partitioner": "ptscotch", "preset": "fast"},
+     "--preset fast: PT-Scotch's presets are default, quality, speed, balance, scalability"),
     ("contiguous", {"partitioner": "patoh"}, "--partitioner patoh: the contiguous model runs no partitioner"),
     ("hypergraph", {"epsilon": 0.0}, "epsilon (allowed imbalance) must be > 0, got 0.0"),
     ("stochastic", {"sampler": "node", "epsilon": float("inf")}, "epsilon (allowed imbalance) must be > 0, got inf"),

@@ -18,6 +18,7 @@ from distgcn.config import PartitionerConfig
 from distgcn.data import load_graph, save_npz
 from distgcn.data.prepare import GraphOptions
 from distgcn.runtime.faults import FAIL_SHARD_ENV
+from distgcn.shard import rank_rows
 from distgcn.shard.write import write_partition
 from distgcn.shard.write_on_ranks import write_partition_from_rows
 
@@ -66,8 +67,10 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("transit_bytes", [rank_rows.TRANSIT_BYTES, 300], ids=["whole pieces", "a few rows a message"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_ranks_write_one_process_directory_byte_for_byte(tmp_path, case):
+def test_ranks_write_one_process_directory_byte_for_byte(tmp_path, monkeypatch, case, transit_bytes):
+    monkeypatch.setattr(rank_rows, "TRANSIT_BYTES", transit_bytes)
     source, kw, model, ranks, vertex_order = CASES[case]
     spec = {"edges": lambda: random_edge_file(tmp_path / "g.txt", 240, 1100, seed=ranks),
             "directory": lambda: edge_directory(tmp_path), "npz": lambda: npz_graph(tmp_path)}.get(
