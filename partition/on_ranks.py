@@ -2,8 +2,9 @@
 
 - ``random``, ``contiguous``, ``external``: the part vector depends on the vertex count alone, so every rank
   computes it (:func:`distgcn.partitioning.models.graph_free_parts`): no step is central.
-- ``graph``: PT-Scotch's distributed graph partitioner, and ``hypergraph``: Zoltan's parallel hypergraph
-  partitioner PHG, which minimises the same connectivity − 1 (both in :mod:`distgcn.partitioning.engines`).
+- ``graph``: Zoltan's graph method on its parallel partitioner PHG (the edge cut), or PT-Scotch's distributed
+  graph partitioner (``--partitioner ptscotch``); ``hypergraph``: Zoltan's PHG on the column nets, which
+  minimises the same connectivity − 1 (both libraries in :mod:`distgcn.partitioning.engines`).
 
 Both libraries are built against the system's MPI, and run on the communicator of this job: mpi4py must be
 built against that same MPI (:func:`engine_problem` says what is missing). Every rank ends with the whole
@@ -26,8 +27,9 @@ from distgcn.partitioning.models import (
     start_model,
 )
 
-ENGINES = {"graph": "ptscotch", "hypergraph": "zoltan"}
-"""The distributed partitioner of each model that needs the graph."""
+ENGINES = {"graph": "zoltan", "hypergraph": "zoltan"}
+"""The distributed partitioner each model runs unless --partitioner names another: Zoltan for both, whose memory
+per rank on a skewed graph is about half of PT-Scotch's (docs/partitioning.md, "Distributed partitioners")."""
 DISTRIBUTED_MODELS = (*GRAPH_FREE_MODELS, *ENGINES)
 
 

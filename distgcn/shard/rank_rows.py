@@ -28,7 +28,6 @@ from distgcn.shard.cut import OwnedRows, Plan, ShardIdentity, assemble_shard, pa
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import RankCounts, _remote_pairs
 
-
 TRANSIT_BYTES = 1 << 26
 """About how much of one piece of rows travels in one message (it is held pickled and unpickled at both ends)."""
 
