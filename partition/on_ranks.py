@@ -28,8 +28,8 @@ from distgcn.partitioning.models import (
 )
 
 ENGINES = {"graph": "zoltan", "hypergraph": "zoltan"}
-"""The distributed partitioner each model runs unless --partitioner names another: Zoltan for both, whose memory
-per rank on a skewed graph is about half of PT-Scotch's (docs/partitioning.md, "Distributed partitioners")."""
+"""The distributed partitioner each model runs unless --partitioner names another: Zoltan for both (PT-Scotch
+needs about twice its memory per rank on a skewed graph: docs/partitioning.md, "Distributed partitioners")."""
 DISTRIBUTED_MODELS = (*GRAPH_FREE_MODELS, *ENGINES)
 
 
