@@ -251,6 +251,17 @@ def merged_metrics(counts: list[RankCounts], n: int) -> dict:
 
 # ---- the job ---------------------------------------------------------------------------------------------------
 
+def check_job(ranks: int, nparts: int, partitioning: PartitionerConfig, out: str | Path, force: bool,
+              inputs: list[Path]) -> Path:
+    """Refuse, before any load, a job whose rank count is not the part count, a partitioner the model cannot use,
+    or an output that is not free; the checked output path (one rank's step of an agreement)."""
+    if ranks != nparts:
+        raise InputError(f"--parts {nparts} but the job has {ranks} MPI ranks: rank-written shards need one rank "
+                         f"per part (mpiexec -n {nparts} distgcn partition ...), or run one process")
+    check_partitioner(partitioning.model, partitioning.partitioner, partitioning.preset)
+    return check_output(out, force, inputs)
+
+
 def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Path, nparts: int,
                              partitioning: PartitionerConfig | str, *, force: bool = False, quiet: bool = False,
                              verbose: bool = False, vertex_order: str = VERTEX_ORDER) -> dict | None:
@@ -265,14 +276,7 @@ def write_partition_on_ranks(group: Group, options: GraphOptions, out: str | Pat
     progress = Progress.for_rank(group.rank, quiet=quiet, verbose=verbose)
     inputs = input_paths(options.spec, partitioning.parts_file)
 
-    def check() -> Path:
-        if group.size != nparts:
-            raise InputError(f"--parts {nparts} but the job has {group.size} MPI ranks: rank-written shards need "
-                             f"one rank per part (mpiexec -n {nparts} distgcn partition ...), or run one process")
-        check_partitioner(partitioning.model, partitioning.partitioner, partitioning.preset)  # before the load
-        return check_output(out, force, inputs)
-
-    out = agree(group, check)
+    out = agree(group, lambda: check_job(group.size, nparts, partitioning, out, force, inputs))
 
     def prepare() -> tuple[RankJob, dict] | None:
         return _prepare_on_root(options, out, nparts, partitioning, progress, vertex_order) if root else None

@@ -25,14 +25,11 @@ from distgcn.config import VERTEX_ORDER, PartitionerConfig
 from distgcn.data.distributed.graph import RankGraph, num_classes
 from distgcn.data.distributed.load import load_rank_graph
 from distgcn.data.prepare import GraphOptions
-from distgcn.errors import InputError
-from distgcn.partitioning.models import check_partitioner
 from distgcn.partitioning.on_ranks import ENGINES, parts_on_ranks
 from distgcn.runtime.faults import inject_shard_fault
 from distgcn.runtime.progress import Progress
 from distgcn.shard.cut import ShardIdentity
 from distgcn.shard.directory import (
-    check_output,
     directory_meta,
     finish_directory,
     graph_source,
@@ -46,7 +43,7 @@ from distgcn.shard.directory import (
 )
 from distgcn.shard.rank_rows import cut_from_rows
 from distgcn.shard.rank_shard import Shard
-from distgcn.shard.rank_shards import merged_metrics
+from distgcn.shard.rank_shards import check_job, merged_metrics
 from distgcn.shard.spill import mapped_copy
 from distgcn.shard.write import metrics_line, partitioner_config
 
@@ -65,14 +62,7 @@ def write_partition_from_rows(group: Group, options: GraphOptions, out: str | Pa
     progress = Progress.for_rank(group.rank, quiet=quiet, verbose=verbose)
     inputs = input_paths(options.spec, partitioning.parts_file)
 
-    def check() -> Path:
-        if group.size != nparts:
-            raise InputError(f"--parts {nparts} but the job has {group.size} MPI ranks: rank-written shards need "
-                             f"one rank per part (mpiexec -n {nparts} distgcn partition ...), or run one process")
-        check_partitioner(partitioning.model, partitioning.partitioner, partitioning.preset)
-        return check_output(out, force, inputs)
-
-    out = agree(group, check)
+    out = agree(group, lambda: check_job(group.size, nparts, partitioning, out, force, inputs))
     graph, parts, info, totals = _read_and_partition(group, options, partitioning, nparts, progress)
     fields = {"name": graph.name, "n": graph.n, "edges": sum(t[0] for t in totals), "nnz": sum(t[1] for t in totals),
               "features": int(graph.features.shape[1]), "classes": num_classes(group, graph)}
