@@ -166,13 +166,18 @@ def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) ->
         return 1
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(group, exc)
-    if group.rank == 0:
-        _print_stats(args)
+    try:
+        _print_stats(args, group)
+    except CollectiveInputError as exc:
+        if exc.printed_here:
+            print(f"distgcn: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
-def _print_stats(args: argparse.Namespace) -> None:
+def _print_stats(args: argparse.Namespace, group=None) -> None:
+    """The summary of the directory just written; under MPI each rank reads its shards' headers, rank 0 prints."""
     from distgcn.cli.stats_tables import print_stats
 
     if not args.quiet:  # the shards were checksummed as they were written: only their headers are read again
-        print_stats(args.out, as_json=False, verify=False)
+        print_stats(args.out, as_json=False, verify=False, group=group)

@@ -58,7 +58,6 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """One directory: its full report; several: one comparison table (or JSON list), all verified first."""
-    from distgcn.cli.stats_tables import print_comparison, print_prediction, print_stats
     from distgcn.errors import InputError
 
     options = ModelConfig(args.layers, args.hidden, args.dtype, args.optimizer, args.dropout, conv=args.conv,
@@ -72,6 +71,17 @@ def run(args: argparse.Namespace) -> int:
                                           ("--ranks-per-node", args.ranks_per_node != 1)) if value]
     if args.predict_time is None and time_only:
         raise InputError(f"stats: {time_only[0]} applies to --predict-time only")
+    group = _ranks()
+    if group is not None:
+        return _run_on_ranks(args, options, group)
+    _run_here(args, options)
+    return 0
+
+
+def _run_here(args: argparse.Namespace, options: ModelConfig) -> None:
+    """The report, made by this process alone."""
+    from distgcn.cli.stats_tables import print_comparison, print_prediction, print_stats
+
     if args.predict_time is not None:
         from distgcn.cli.time_tables import (
             print_time_prediction_by_size,
@@ -89,4 +99,48 @@ def run(args: argparse.Namespace) -> int:
         print_stats(args.partition_dirs[0], as_json=args.json, options=options)
     else:
         print_comparison(args.partition_dirs, as_json=args.json, options=options)
+
+
+def _ranks():
+    """The ranks of an MPI job (``mpiexec -n P distgcn stats DIR...``), which read the shards together; None in
+    one process."""
+    import os
+
+    from distgcn.comm.launch import detect
+    from distgcn.errors import InputError
+
+    launch = detect(os.environ)
+    if launch.world_size == 1:
+        return None
+    if launch.launcher != "mpi":
+        raise InputError(f"distgcn stats was started as {launch.world_size} {launch.launcher} tasks: run one process, "
+                         "or MPI ranks (mpiexec -n P) to have each read its share of the shards")
+    from distgcn.comm.mpi_group import MPIGroup
+
+    return MPIGroup()
+
+
+def _run_on_ranks(args: argparse.Namespace, options: ModelConfig, group) -> int:
+    """Each rank verifies and measures every P-th shard of each directory; rank 0 prints; all exit with one
+    status. A prediction (``--predict``, ``--predict-time``) reads no shard: rank 0 makes it alone."""
+    import sys
+
+    from distgcn.cli.stats_tables import print_comparison, print_stats
+    from distgcn.comm.collective import CollectiveInputError, abort_on_unexpected, agree
+    from distgcn.runtime import signals
+
+    signals.attach_job(group.rank, group.size, group.abort)
+    try:
+        if args.predict is not None or args.predict_time is not None:
+            agree(group, lambda: _run_here(args, options) if group.rank == 0 else None)
+        elif len(args.partition_dirs) == 1:
+            print_stats(args.partition_dirs[0], as_json=args.json, options=options, group=group)
+        else:
+            print_comparison(args.partition_dirs, as_json=args.json, options=options, group=group)
+    except CollectiveInputError as exc:
+        if exc.printed_here:
+            print(f"distgcn: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
+        abort_on_unexpected(group, exc)
     return 0

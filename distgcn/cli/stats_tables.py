@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from distgcn.comm.collective import Group
 from distgcn.config import ModelConfig, default_of
 from distgcn.memory import baseline
 from distgcn.memory.from_sizes import GraphSpec, predict_graph
@@ -28,25 +29,37 @@ JSON_KEYS = ("parts", "model", "partitioner", "preset", "epsilon", "seed", "volu
              "messages", "max_recv_messages", "imbalance", "connectivity_minus_one", "edge_cut", "partition_s")
 
 
-def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool = True) -> list[dict]:
-    """Per rank: its sizes, the peak bytes distgcn is predicted to allocate on a GPU (device) and on a CPU
+def rank_memory(directory: Path, meta: dict, options: ModelConfig, rank: int, verify: bool = True) -> dict:
+    """Rank ``rank``'s sizes, the peak bytes distgcn is predicted to allocate on a GPU (device) and on a CPU
     (process data), and on a CPU the total with the runtime baseline (:mod:`distgcn.memory.baseline`).
 
-    With ``verify``, each shard is read whole and checked against meta.json, not just its headers: what
-    is reported on must be what training would read. Without (the summary ``partition`` prints of the
-    shards it has just written and checksummed), only the array headers are read.
+    With ``verify``, the shard is read whole and checked against meta.json, not just its headers: what is
+    reported on must be what training would read. Without (the summary ``partition`` prints of the shards it
+    has just written and checksummed), only the array headers are read.
     """
-    ranks = []
-    for rank in range(meta["parts"]):
-        if verify:
-            sizes = sizes_of(load_listed_shard(directory, meta, rank))
-        else:
-            sizes = shard_sizes(directory / meta["shards"][rank]["file"])
-        cpu = predict(sizes, options, False)["total"]
-        ranks.append({"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows,
-                      "nnz": sizes.nnz_owned + sizes.nnz_halo, "gpu_bytes": predict(sizes, options, True)["total"],
-                      "cpu_bytes": cpu, "cpu_total_bytes": cpu + baseline.CPU.bytes})
-    return ranks
+    if verify:
+        sizes = sizes_of(load_listed_shard(directory, meta, rank))
+    else:
+        sizes = shard_sizes(directory / meta["shards"][rank]["file"])
+    cpu = predict(sizes, options, False)["total"]
+    return {"rank": rank, "rows": sizes.rows, "halo_rows": sizes.halo_rows, "nnz": sizes.nnz_owned + sizes.nnz_halo,
+            "gpu_bytes": predict(sizes, options, True)["total"], "cpu_bytes": cpu,
+            "cpu_total_bytes": cpu + baseline.CPU.bytes}
+
+
+def memory_json(directory: Path, meta: dict, options: ModelConfig, verify: bool = True,
+                group: Group | None = None) -> list[dict]:
+    """:func:`rank_memory` of every rank of the partition, in rank order. With ``group`` (the ranks of an MPI
+    job), each process reads every ``group.size``-th shard and the entries are gathered on every process;
+    collective, and a bad shard is an error on every process."""
+    if group is None:
+        return [rank_memory(directory, meta, options, rank, verify) for rank in range(meta["parts"])]
+    from distgcn.comm.collective import agree
+
+    mine = agree(group, lambda: [rank_memory(directory, meta, options, rank, verify)
+                                 for rank in range(group.rank, meta["parts"], group.size)])
+    return sorted((entry for entries in group.allgather_object(mine) for entry in entries),
+                  key=lambda entry: entry["rank"])
 
 
 def format_bytes(value: int) -> str:
@@ -77,15 +90,26 @@ def baseline_legend() -> list[str]:
     return lines
 
 
-def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True) -> tuple[dict, dict]:
+def _verified_stats(directory: Path, options: ModelConfig, verify: bool = True,
+                    group: Group | None = None) -> tuple[dict, dict]:
     """(meta.json, the stats object) of one directory: meta.json against the schema, and with ``verify``
-    parts.npy and every shard against their checksums, so that nothing unchecked is reported."""
-    meta = read_meta(directory)
-    if verify:
-        verify_parts_file(directory, meta)
+    parts.npy and every shard against their checksums, so that nothing unchecked is reported. With ``group``,
+    the processes of an MPI job share the shards (:func:`memory_json`) and rank 0 checks parts.npy."""
+    def checked_meta() -> dict:
+        meta = read_meta(directory)
+        if verify and (group is None or group.rank == 0):
+            verify_parts_file(directory, meta)
+        return meta
+
+    if group is None:
+        meta = checked_meta()
+    else:
+        from distgcn.comm.collective import agree
+
+        meta = agree(group, checked_meta)
     out = {key: meta.get(key) for key in JSON_KEYS}
     out["graph"] = {k: meta["graph"].get(k) for k in ("name", "n", "nnz", "fingerprint")} if "graph" in meta else None
-    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify),
+    out["memory"] = {"model": options.as_dict(), "ranks": memory_json(directory, meta, options, verify, group),
                      "runtime_baseline": baseline.as_json()}
     return meta, out
 
@@ -95,8 +119,9 @@ def _figure(value: object, spec: str = "", unit: str = "") -> str:
     return "not recorded" if value is None else f"{value:{spec}}{unit}"
 
 
-def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> dict:
-    return _verified_stats(Path(directory), options, verify)[1]
+def stats_json(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True,
+               group: Group | None = None) -> dict:
+    return _verified_stats(Path(directory), options, verify, group)[1]
 
 
 def model_words(m: dict, dropout: bool = False) -> str:
@@ -122,10 +147,11 @@ def _memory_table(memory: dict) -> str:
     return "\n".join([*lines, *baseline_legend()])
 
 
-def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True) -> str:
+def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), verify: bool = True,
+                group: Group | None = None) -> str:
     """The report of one directory; a figure that meta.json does not record (an older or edited file) reads
     'not recorded'."""
-    s = stats_json(directory, options, verify)
+    s = stats_json(directory, options, verify, group)
     graph = s["graph"] or {}
     vol, msg = s["volume"] or {}, s["messages"] or {}
     rows = [
@@ -148,9 +174,14 @@ def stats_table(directory: str | Path, options: ModelConfig = ModelConfig(), ver
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows) + "\n\n" + _memory_table(s["memory"])
 
 
-def print_stats(directory: str, as_json: bool, options: ModelConfig = ModelConfig(), verify: bool = True) -> None:
-    """``verify=False`` only for a directory this process has just written (``partition``'s summary)."""
-    print(json.dumps(stats_json(directory, options, verify)) if as_json else stats_table(directory, options, verify))
+def print_stats(directory: str, as_json: bool, options: ModelConfig = ModelConfig(), verify: bool = True,
+                group: Group | None = None) -> None:
+    """``verify=False`` only for a directory just written (``partition``'s summary). With ``group``, the ranks
+    of an MPI job read the shards together and rank 0 prints."""
+    text = json.dumps(stats_json(directory, options, verify, group)) if as_json else \
+        stats_table(directory, options, verify, group)
+    if group is None or group.rank == 0:
+        print(text)
 
 
 @dataclass(frozen=True)
@@ -177,11 +208,13 @@ def _minibatch_fields(meta: dict, directory: Path) -> tuple[str | None, int | No
     return sampler, meta.get("shp_samples"), minibatch_volume(meta)
 
 
-def compare(directories: Sequence[str], options: ModelConfig = ModelConfig()) -> list[Compared]:
-    """Every directory read and verified before any is reported: a bad one stops the command with its name."""
+def compare(directories: Sequence[str], options: ModelConfig = ModelConfig(),
+            group: Group | None = None) -> list[Compared]:
+    """Every directory read and verified before any is reported: a bad one stops the command with its name.
+    With ``group``, the ranks of an MPI job read each directory's shards together."""
     rows = []
     for label in directories:
-        meta, stats = _verified_stats(Path(label), options)
+        meta, stats = _verified_stats(Path(label), options, group=group)
         rows.append(Compared(label, stats, *_minibatch_fields(meta, Path(label))))
     return rows
 
@@ -226,10 +259,13 @@ def compare_table(rows: Sequence[Compared]) -> str:
     return "\n".join([line(header), *(line(b) for b in body), "", *legend])
 
 
-def print_comparison(directories: Sequence[str], as_json: bool, options: ModelConfig = ModelConfig()) -> None:
-    """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table."""
-    rows = compare(directories, options)
-    print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))
+def print_comparison(directories: Sequence[str], as_json: bool, options: ModelConfig = ModelConfig(),
+                     group: Group | None = None) -> None:
+    """Several directories: a JSON list of their ``stats DIR --json`` objects, or one table (printed by rank 0
+    of ``group``)."""
+    rows = compare(directories, options, group)
+    if group is None or group.rank == 0:
+        print(json.dumps([r.stats for r in rows]) if as_json else compare_table(rows))
 
 
 def prediction_table(p: dict) -> str:
