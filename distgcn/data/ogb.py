@@ -77,7 +77,7 @@ def load_ogb(directory: Path, *, symmetrize: bool = False) -> Graph:
     adj = edges_to_adjacency(src, dst, n, symmetrize=symmetrize or UNDIRECTED.get(name, False))
     require_edges(adj, raw / ("data.npz" if (raw / "data.npz").is_file() else "edge.csv.gz"))
     graph = Graph(adj=adj, vertex_ids=np.arange(n, dtype=np.int64), name=name, features=features, labels=labels)
-    graph.train_mask, graph.val_mask, graph.test_mask = _read_split(directory, name, n, labels)
+    graph.train_mask, graph.val_mask, graph.test_mask = split_masks(directory, name, n, labels)
     return graph
 
 
@@ -146,9 +146,11 @@ def _load_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _read_split(directory: Path, name: str, n: int,
-                labels: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """Train/valid/test masks of the official split; a vertex with an unknown label is in none of them."""
+def split_masks(directory: Path, name: str, n: int, labels: np.ndarray | None, lo: int = 0,
+                hi: int | None = None) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Train/valid/test masks of the official split, of vertices ``[lo, hi)`` (default: all; ``labels`` are
+    theirs); a vertex with an unknown label is in none of them."""
+    hi = n if hi is None else hi
     split_root = directory / "split"
     schemes = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if not schemes:
@@ -165,16 +167,16 @@ def _read_split(directory: Path, name: str, n: int,
         path = split_root / scheme / f"{part}.csv.gz"
         ids = read_int_table(path, columns=1, what="a vertex id")[:, 0]
         _check_ids(ids[:, None], n, path)
-        mask = np.zeros(n, dtype=bool)
-        mask[ids] = True
+        mask = np.zeros(hi - lo, dtype=bool)
+        mask[ids[(ids >= lo) & (ids < hi)] - lo] = True
         if labels is not None:
             mask &= labels >= 0
         masks.append(mask)
     return masks[0], masks[1], masks[2]
 
 
-def _labels(table: np.ndarray, path: Path) -> np.ndarray:
-    """One class per vertex as int64, -1 where the file says NaN."""
+def _labels(table: np.ndarray, path: Path, first_line: int = 0) -> np.ndarray:
+    """One class per vertex as int64, -1 where the file says NaN (``table`` from line ``first_line`` + 1 on)."""
     if table.shape[1] != 1:
         raise InputError(f"expected one label per line, found {table.shape[1]} columns "
                          "(multi-task datasets such as ogbn-proteins are not supported)", path=path)
@@ -183,7 +185,7 @@ def _labels(table: np.ndarray, path: Path) -> np.ndarray:
     bad = np.flatnonzero(known & ((values < 0) | (values != np.round(values)) | (values >= 2**31)))
     if bad.size:
         raise InputError(f"expected a class number >= 0 or nan, found {values[bad[0]]!r}", path=path,
-                         line=int(bad[0]) + 1)
+                         line=first_line + int(bad[0]) + 1)
     labels = np.full(len(values), -1, dtype=np.int64)
     labels[known] = values[known].astype(np.int64)
     return labels
@@ -221,15 +223,16 @@ def _agree(n: int | None, found: int, path: Path, what: str) -> int:
     return found
 
 
-def _check_ids(ids: np.ndarray, n: int, path: Path, *, rows_are_lines: bool = True) -> None:
-    """Every id in 0..n-1; otherwise name the line (row + 1) of the first that is not, or its edge number."""
+def _check_ids(ids: np.ndarray, n: int, path: Path, *, rows_are_lines: bool = True, first: int = 0) -> None:
+    """Every id in 0..n-1; otherwise name the line (row + 1) of the first that is not, or its edge number
+    (``ids`` from row ``first`` on)."""
     bad = np.flatnonzero(((ids < 0) | (ids >= n)).any(axis=1))
     if bad.size:
         row = int(bad[0])
         value = next(int(v) for v in ids[row] if v < 0 or v >= n)
         if rows_are_lines:
-            raise InputError(f"vertex id {value} is outside 0..{n - 1}", path=path, line=row + 1)
-        raise InputError(f"edge_index[:, {row}] holds vertex id {value}, outside 0..{n - 1}", path=path)
+            raise InputError(f"vertex id {value} is outside 0..{n - 1}", path=path, line=first + row + 1)
+        raise InputError(f"edge_index[:, {first + row}] holds vertex id {value}, outside 0..{n - 1}", path=path)
 
 
 def read_int_table(path: Path, *, columns: int, what: str) -> np.ndarray:

@@ -54,6 +54,15 @@ def graphs(tmp_path: Path) -> dict[str, tuple[str, dict]]:
     specs[".npz with training data"] = (str(tmp_path / "labelled.npz"), {})
     save_npz(load_graph(specs["edge list"][0]), tmp_path / "bare.npz")
     specs[".npz without"] = (str(tmp_path / "bare.npz"), {"features": 2, "classes": 2, "seed": 9})
+    arrays = dict(np.load(tmp_path / "labelled.npz"))
+    np.savez_compressed(tmp_path / "compressed.npz", **arrays)
+    specs[".npz compressed"] = (str(tmp_path / "compressed.npz"), {})
+    specs["ogb binary (compressed, directed)"] = (str(write_ogb_binary(tmp_path / "ogbn_arxiv", seed=1)), {})
+    specs["ogb binary (stored, directed, column-major edges)"] = (
+        str(write_ogb_binary(tmp_path / "ogbn_papers100M", seed=2, compressed=False, column_major=True)), {})
+    specs["ogb binary (undirected, no training data)"] = (str(write_ogb_binary(tmp_path / "ogbn_products", seed=3,
+                                                                              training=False)),
+                                                          {"features": 3, "classes": 2, "seed": 2})
     specs["rmat, several chunks"] = ("synthetic:rmat,scale=12,edge_factor=20,features=3,classes=2", {})
     specs["rmat undirected, unpermuted"] = ("synthetic:rmat,scale=6,edge_factor=4,undirected=true,permute=false,"
                                             "features=2,classes=2,seed=4", {})
@@ -62,7 +71,37 @@ def graphs(tmp_path: Path) -> dict[str, tuple[str, dict]]:
 
 
 FORMATS = ["edge list", "gzip edge list", "directory of edge lists", ".npz with training data", ".npz without",
-           "rmat, several chunks", "rmat undirected, unpermuted", "sbm (dealt)"]
+           ".npz compressed", "ogb binary (compressed, directed)", "ogb binary (stored, directed, column-major edges)",
+           "ogb binary (undirected, no training data)", "rmat, several chunks", "rmat undirected, unpermuted", "sbm (dealt)"]
+
+
+def write_ogb_binary(directory: Path, seed: int, n: int = 130, compressed: bool = True, column_major: bool = False,
+                     training: bool = True) -> Path:
+    """An OGB dataset in the binary variant (raw/data.npz, raw/node-label.npz, split/time/*.csv.gz), as the ogb
+    package writes it: unknown labels (NaN) and vertices without an edge included; ``training=False``: the
+    edges alone."""
+    rng = np.random.default_rng(seed)
+    edge_index = rng.integers(0, n - 5, size=(2, 700))  # the last 5 vertices have no edge
+    if column_major:
+        edge_index = np.asfortranarray(edge_index)
+    labels = rng.integers(0, 4, size=(n, 1)).astype(np.float32)
+    labels[rng.choice(n, 9, replace=False)] = np.nan
+    arrays = {"edge_index": edge_index, "num_nodes_list": np.array([n]), "num_edges_list": np.array([700]),
+              "node_year": np.full((n, 1), 2020)}
+    if training:
+        arrays["node_feat"] = rng.standard_normal((n, 6)).astype(np.float32)
+    save = np.savez_compressed if compressed else np.savez
+    (directory / "raw").mkdir(parents=True)
+    save(directory / "raw" / "data.npz", **arrays)
+    if not training:
+        return directory
+    save(directory / "raw" / "node-label.npz", node_label=labels)
+    order = rng.permutation(n)
+    for part, ids in zip(("train", "valid", "test"), np.split(order, [60, 90])):
+        (directory / "split" / "time").mkdir(parents=True, exist_ok=True)
+        (directory / "split" / "time" / f"{part}.csv.gz").write_bytes(
+            gzip.compress("".join(f"{v}\n" for v in np.sort(ids)).encode()))
+    return directory
 
 
 @pytest.mark.parametrize("symmetrize", [False, True], ids=["directed", "symmetrized"])
@@ -101,10 +140,17 @@ def test_formats_read_in_pieces_or_on_rank_0(tmp_path):
     assert split_format(specs[".npz without"][0]) == "npz"
     assert split_format(specs["rmat, several chunks"][0]) == "synthetic:rmat"
     assert split_format(specs["sbm (dealt)"][0]) is None
+    assert split_format(specs[".npz compressed"][0]) == "npz"
+    assert split_format(specs["ogb binary (compressed, directed)"][0]) == "ogb-binary"
     graph = load_graph(specs["edge list"][0])
-    np.savez_compressed(tmp_path / "compressed.npz", adj_indptr=graph.adj.indptr, adj_indices=graph.adj.indices,
-                        adj_shape=np.array(graph.adj.shape), vertex_ids=graph.vertex_ids)
-    assert split_format(str(tmp_path / "compressed.npz")) is None  # a compressed member cannot be entered midway
+    np.savez(tmp_path / "fortran.npz", adj_indptr=graph.adj.indptr, adj_indices=graph.adj.indices,
+             adj_shape=np.array(graph.adj.shape), vertex_ids=graph.vertex_ids,
+             features=np.asfortranarray(np.ones((graph.num_vertices, 2), dtype=np.float32)))
+    assert split_format(str(tmp_path / "fortran.npz")) is None  # its rows are not runs of bytes: read on rank 0
+    csv = tmp_path / "ogbn_csv" / "raw"
+    csv.mkdir(parents=True)
+    (csv / "edge.csv.gz").write_bytes(gzip.compress(b"0,1\n1,2\n"))
+    assert split_format(str(csv.parent)) is None  # OGB's CSV variant: one gzip stream per file
 
 
 def one_process_error(options: GraphOptions) -> str:
@@ -161,3 +207,37 @@ def test_bad_requests_are_one_process_error_on_every_rank(tmp_path, ranks):
                     GraphOptions(plain, features=2, classes=2, feature_norm="l2")):
         expected = one_process_error(options)
         assert every_rank_error(options, ranks) == [expected] * ranks, options
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_bad_ogb_values_anywhere_are_one_process_error_on_every_rank(tmp_path, ranks):
+    base = write_ogb_binary(tmp_path / "base", seed=4)
+    data = dict(np.load(base / "raw" / "data.npz"))
+    labels = np.load(base / "raw" / "node-label.npz")["node_label"]
+    late_edge = np.arange(700) == 650
+    cases = {
+        "a late edge's id out of range": ({"edge_index": np.where(late_edge, 130, data["edge_index"])}, None),
+        "a negative id": ({"edge_index": np.where(late_edge[None, :] & (np.arange(2) == 1)[:, None], -1,
+                                                  data["edge_index"])}, None),
+        "edges miscounted": ({"num_edges_list": np.array([699])}, None),
+        "two graphs": ({"num_nodes_list": np.array([65, 65])}, None),
+        "edge_index of one row": ({"edge_index": data["edge_index"][:1]}, None),
+        "features of too few rows": ({"node_feat": data["node_feat"][:-1]}, None),
+        "complex features": ({"node_feat": data["node_feat"].astype(np.complex64)}, None),
+        "no edge_index": ({"edge_index": None}, None),
+        "a late label not a class": ({}, np.where(np.arange(130)[:, None] == 120, 2.5, labels)),
+        "labels of two tasks": ({}, np.concatenate([labels, labels], axis=1)),
+        "too few labels": ({}, labels[:-3]),
+    }
+    for what, (change, new_labels) in cases.items():
+        directory = tmp_path / what.replace(" ", "-").replace("'", "")
+        (directory / "raw").mkdir(parents=True)
+        np.savez_compressed(directory / "raw" / "data.npz",
+                            **{k: v for k, v in {**data, **change}.items() if v is not None})
+        np.savez_compressed(directory / "raw" / "node-label.npz",
+                            node_label=labels if new_labels is None else new_labels)
+        (directory / "split").symlink_to(base / "split")
+        options = GraphOptions(str(directory))
+        assert split_format(str(directory)) == "ogb-binary", what
+        expected = one_process_error(options)
+        assert every_rank_error(options, ranks) == [expected] * ranks, (what, expected)

@@ -5,11 +5,12 @@ and Â and their features, labels and masks, and no rank holds the whole graph.
 
 - a SNAP edge list (plain: byte ranges; gzipped: rank 0 reads it) and a directory of edge-list files
   (:mod:`.edge_list`), whose ids are numbered together (:mod:`.ids`);
-- the project's ``.npz`` (:mod:`.npz_slices`: each rank reads its slice of every array);
+- the project's ``.npz`` (:mod:`.npz_slices`: each rank reads its slice of every array, stored or compressed);
+- an OGB dataset in the binary variant, ``raw/data.npz`` (:mod:`.ogb_slices`: the same, edges by ranges);
 - ``synthetic:rmat,...`` (:mod:`.rmat`: each rank generates its share of the edges);
-- every other format (Planetoid, MUSAE, OGB, Matrix Market, METIS, ``synthetic:sbm``) is read whole on rank 0,
-  which keeps its rows and sends each rank its own (:func:`dealt_from_rank0`): these formats cannot be read in
-  pieces, and the datasets shipped in them are small.
+- every other format (Planetoid, MUSAE, OGB's CSV variant, Matrix Market, METIS, ``synthetic:sbm``) is read
+  whole on rank 0, which keeps its rows and sends each rank its own (:func:`dealt_from_rank0`): these formats
+  cannot be read in pieces, and the datasets shipped in them are small.
 
 The result is, range by range, what one process's :func:`distgcn.data.prepare.prepare_graph` gives: the same
 A, Â, training data (row-normalised as ``feature_norm`` says) and fingerprint, so that a partition made either
@@ -33,10 +34,12 @@ from distgcn.data.distributed.graph import (
 )
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.data.distributed.npz_slices import npz_on_ranks, splittable
+from distgcn.data.distributed.ogb_slices import ogb_on_ranks
+from distgcn.data.distributed.ogb_slices import splittable as ogb_splittable
 from distgcn.data.distributed.rmat import rmat_on_ranks
 from distgcn.errors import InputError
 
-SPLIT_FORMATS = ("snap", "snap-directory", "npz", "synthetic:rmat")
+SPLIT_FORMATS = ("snap", "snap-directory", "npz", "ogb-binary", "synthetic:rmat")
 """What :func:`load_rank_graph` reads in pieces; every other format is read on rank 0 and dealt."""
 
 
@@ -53,6 +56,8 @@ def split_format(spec: str) -> str | None:
         return None
     if kind == "npz":
         return kind if splittable(path) else None
+    if kind == "ogb":
+        return "ogb-binary" if ogb_splittable(path) else None
     return kind if kind in SPLIT_FORMATS else None
 
 
@@ -79,6 +84,8 @@ def load_rank_graph(group: Exchanging, options) -> RankGraph:
     path = Path(spec)
     if kind == "npz":
         graph = npz_on_ranks(group, path, symmetrize=options.symmetrize)
+    elif kind == "ogb-binary":
+        graph = ogb_on_ranks(group, path, symmetrize=options.symmetrize)
     else:
         from distgcn.data.snap import file_stem
 

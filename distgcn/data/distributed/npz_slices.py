@@ -1,9 +1,10 @@
 """The project's ``.npz`` graph (:mod:`distgcn.data.npz`) read on P ranks, each reading its slice of every array.
 
-numpy writes an ``.npz`` as a zip of ``.npy`` members stored uncompressed, so a member's rows lie at a known
-offset in the file and a rank seeks to its own: rank r reads rows ``[n·r/P, n·(r+1)/P)`` of the CSR structure,
-the vertex ids, features, labels and masks. A compressed member cannot be entered in the middle:
-:func:`splittable` says so and the graph is then read on rank 0. The checks and messages are
+An ``.npz`` is a zip of ``.npy`` members. Rank r reads rows ``[n·r/P, n·(r+1)/P)`` of the CSR structure, the
+vertex ids, features, labels and masks. A member numpy stored uncompressed (``np.savez``) has its rows at a
+known offset in the file, and a rank seeks to its own; a compressed member (``np.savez_compressed``) is inflated
+from its start and the bytes before the slice are dropped as they come, so a rank holds no more than its slice
+either way (and spends the time of inflating what precedes it). The checks and messages are
 :func:`distgcn.data.npz.load_npz`'s; a check of values (the row pointers rising, the ids in range) is made on
 every slice and the first rank's finding is raised on every rank.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zipfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,57 +40,91 @@ _LOCAL_HEADER = struct.Struct("<4s22xHH")
 
 @dataclass(frozen=True)
 class Member:
-    """An array of the archive: where its data starts in the file, and its header."""
+    """An array of the archive: where its data starts, and its header."""
 
+    name: str
+    """Its file name in the archive."""
     offset: int
+    """Where its data starts: in the file (stored) or in the member's inflated bytes (compressed)."""
     shape: tuple[int, ...]
     dtype: np.dtype
     stored: int
-    """Bytes the archive holds for its data."""
+    """Bytes the member holds for its data (inflated)."""
+    compressed: bool
+    fortran: bool
+    """Whether its elements are in column-major order (a slice of rows is then not one run of bytes)."""
 
 
 def members(path: Path) -> dict[str, Member] | None:
-    """Every array of the archive by name, or None if one is compressed (or not a plain .npy)."""
+    """Every array of the archive by name, or None if one is not a plain ``.npy``."""
     found: dict[str, Member] = {}
     with zipfile.ZipFile(path) as archive, path.open("rb") as fh:
         for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+            if not info.filename.endswith(".npy"):
                 return None
-            fh.seek(info.header_offset)
-            signature, name_length, extra_length = _LOCAL_HEADER.unpack(fh.read(_LOCAL_HEADER.size))
-            if signature != b"PK\x03\x04":
+            if info.compress_type == zipfile.ZIP_STORED:
+                fh.seek(info.header_offset)
+                signature, name_length, extra_length = _LOCAL_HEADER.unpack(fh.read(_LOCAL_HEADER.size))
+                if signature != b"PK\x03\x04":
+                    return None
+                start = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+                fh.seek(start)
+                header = read_npy_header(fh)
+                offset, stored = fh.tell(), info.file_size - (fh.tell() - start)
+            else:
+                with archive.open(info) as stream:
+                    header = read_npy_header(stream)
+                    offset = stream.tell()
+                stored = info.file_size - offset
+            if header is None:
                 return None
-            start = info.header_offset + _LOCAL_HEADER.size + name_length + extra_length
-            fh.seek(start)
-            header = read_npy_header(fh)
-            if header is None or header[1]:
-                return None
-            offset = fh.tell()
-            found[info.filename.removesuffix(".npy")] = Member(offset, header[0], header[2],
-                                                               info.file_size - (offset - start))
+            found[info.filename.removesuffix(".npy")] = Member(
+                info.filename, offset, header[0], header[2], stored, info.compress_type != zipfile.ZIP_STORED,
+                bool(header[1]) and len(header[0]) > 1)
     return found
 
 
 def splittable(path: Path) -> bool:
-    """Whether every array of ``path`` can be read by slices (stored, C-ordered); unreadable archives are left
-    to the loader to report."""
+    """Whether every array of ``path`` can be read by slices of rows (plain ``.npy`` members in row-major order);
+    unreadable archives are left to the loader to report."""
     try:
-        return members(path) is not None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        arrays = members(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError):
         return False
+    return arrays is not None and not any(member.fortran for member in arrays.values())
 
 
 def read_slice(path: Path, member: Member, lo: int, hi: int) -> np.ndarray:
-    """Rows ``[lo, hi)`` of an array of the archive."""
+    """Rows ``[lo, hi)`` of an array of the archive (row-major)."""
     row_shape = member.shape[1:]
-    row_bytes = int(np.prod(row_shape, dtype=np.int64)) * member.dtype.itemsize
-    out = np.empty((hi - lo, *row_shape), dtype=member.dtype)
-    if out.nbytes:
-        with path.open("rb") as fh:
-            fh.seek(member.offset + lo * row_bytes)
-            if fh.readinto(memoryview(out).cast("B")) != out.nbytes:
+    row_elements = int(np.prod(row_shape, dtype=np.int64))
+    return read_elements(path, member, lo * row_elements, (hi - lo) * row_elements).reshape(hi - lo, *row_shape)
+
+
+def read_elements(path: Path, member: Member, start: int, count: int) -> np.ndarray:
+    """``count`` elements of an array of the archive from element ``start``, in the order they are stored."""
+    out = np.empty(count, dtype=member.dtype)
+    if not out.nbytes:
+        return out
+    position = member.offset + start * member.dtype.itemsize
+    with ExitStack() as opened:
+        if member.compressed:
+            archive = opened.enter_context(zipfile.ZipFile(path))
+            fh = opened.enter_context(archive.open(member.name))
+        else:
+            fh = opened.enter_context(path.open("rb"))
+        fh.seek(position)  # a compressed member inflates what precedes, a chunk at a time
+        view, done = memoryview(out).cast("B"), 0
+        while done < out.nbytes:
+            got = fh.readinto(view[done : done + _READ_BYTES])
+            if not got:
                 raise InputError(f"array declares shape {member.shape} but the archive holds less", path=path)
+            done += got
     return out
+
+
+_READ_BYTES = 1 << 24
+"""How much of a slice one read asks for (a compressed member's reader inflates as much at once)."""
 
 
 def npz_on_ranks(group: Exchanging, path: Path, *, symmetrize: bool = False) -> RankGraph:
@@ -120,7 +156,7 @@ def npz_on_ranks(group: Exchanging, path: Path, *, symmetrize: bool = False) -> 
     graph.vertex_ids = read_slice(path, arrays["vertex_ids"], lo, hi).astype(np.int64, copy=False)
     if "features" in arrays:
         member = arrays["features"]
-        check_feature_matrix(_declared(member), "features", path, rows=n)
+        check_feature_matrix(declared(member), "features", path, rows=n)
         graph.features = np.ascontiguousarray(read_slice(path, member, lo, hi), dtype=np.float32)
     if "labels" in arrays:
         _integer_header(arrays, "labels", path, length=n)
@@ -155,7 +191,7 @@ def _checked_members(path: Path) -> dict[str, Member]:
     return arrays
 
 
-def _declared(member: Member) -> np.ndarray:
+def declared(member: Member) -> np.ndarray:
     """A view of one value with a member's declared shape and dtype, for checks that read only those."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype=member.dtype), shape=member.shape,
                                            strides=(0,) * len(member.shape))
@@ -173,4 +209,4 @@ def _name(path: Path, arrays: dict[str, Member]) -> str:
     member = arrays.get("name")
     if member is None or member.shape != ():
         return file_stem(path)
-    return str(read_slice(path, Member(member.offset, (1,), member.dtype, member.stored), 0, 1)[0])
+    return str(read_elements(path, member, 0, 1)[0])
