@@ -65,10 +65,10 @@ TRAIN_PARTITIONS = ("random", "contiguous", "graph", "hypergraph")
 DEFAULT_PARTITION_MODEL = "hypergraph"
 """The one default of ``partition --model``, ``train --partition``, ``jobs --model`` and the Python API: the model
 whose cut is the communication volume exactly, so that a run without the flag gets a sound partition."""
-PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar", "ptscotch", "zoltan")
-DISTRIBUTED_PARTITIONERS = ("ptscotch", "zoltan")
-"""The partitioners that run on the ranks of an MPI job (``mpiexec -n P distgcn partition``), never in one process."""
+PARTITIONERS = ("kahypar", "mtkahypar", "metis", "kaminpar", "parmetis", "ptscotch", "zoltan")
 """The tools ``partition --partitioner`` may name (each model takes some: distgcn.partitioning.models)."""
+DISTRIBUTED_PARTITIONERS = ("parmetis", "ptscotch", "zoltan")
+"""The partitioners that run on the ranks of an MPI job (``mpiexec -n P distgcn partition``), never in one process."""
 VERTEX_WEIGHTS = ("nonzeros", "work")
 """What a partition balances (distgcn.partitioning.weights.vertex_weights)."""
 VERTEX_WEIGHT = "nonzeros"

@@ -1,16 +1,20 @@
-"""Distributed partitioners linked into the ranks: PT-Scotch (graph model) and Zoltan's PHG (hypergraph model).
+"""Distributed partitioners linked into the ranks: Zoltan (both models), PT-Scotch and ParMETIS (graph model).
 
 Both are C libraries that partition a graph distributed over the processes of an MPI communicator; they are
 called through ctypes on the communicator of this job (mpi4py's ``MPI._handleof``), each rank giving its own
 rows and receiving the parts of its own vertices. Linking beats running the tools as their own MPI step:
 PT-Scotch's ``dgpart`` reads distributed files but writes the whole mapping from one process, and Zoltan ships
 no tool. Debian's packages (``libptscotch-dev``, ``libtrilinos-zoltan-dev``) are built against Debian's
-OpenMPI, so mpi4py must be too (docs/cluster.md): :func:`engine_problem` says so when it is not.
+OpenMPI, so mpi4py must be too (docs/cluster.md): :func:`engine_problem` says so when it is not. ParMETIS
+(``libparmetis-dev``) is in Debian's non-free section, and on many clusters as a module.
 
 - PT-Scotch 7 (F. Pellegrini, "Scotch and PT-Scotch graph partitioning software: an overview", 2012):
   ``SCOTCH_dgraphPart`` on the symmetrised pattern of Â without its diagonal, vertices weighted as the
   single-process graph model weighs them; the 64-bit build (``scotch-int64``) where it is installed, so
   that counts past 2^31 cannot overflow.
+- ParMETIS 4 (Karypis and Kumar, "A coarse-grain parallel formulation of multilevel k-way graph partitioning
+  algorithm", 1997): ``ParMETIS_V3_PartKway`` on the same graph, with the same weights; Debian builds it with
+  32-bit indices, so the graph must have fewer than 2^31 edges.
 - Zoltan PHG (Devine et al., "Parallel hypergraph partitioning for scientific computing", IPDPS 2006) with
   ``PHG_CUT_OBJECTIVE=CONNECTIVITY``: the column-net model's connectivity − 1, the exact volume. Each rank
   gives its vertices (rows of Â) with the nets they belong to (the columns of their nonzeros), Zoltan's
@@ -35,7 +39,8 @@ from distgcn.data.distributed.ids import Exchanging
 from distgcn.errors import InputError
 
 LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
-INSTALL = {"ptscotch": "PT-Scotch (Debian: apt-get install libptscotch-dev)",
+INSTALL = {"parmetis": "ParMETIS (Debian non-free: apt-get install libparmetis-dev)",
+           "ptscotch": "PT-Scotch (Debian: apt-get install libptscotch-dev)",
            "zoltan": "Zoltan (Debian: apt-get install libtrilinos-zoltan-dev)"}
 
 
@@ -63,7 +68,15 @@ def _zoltan() -> ctypes.CDLL:
     return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
 
 
-LOADERS = {"ptscotch": _scotch, "zoltan": _zoltan}
+@functools.cache
+def _parmetis() -> ctypes.CDLL:
+    name = ctypes.util.find_library("parmetis")
+    if name is None:
+        raise OSError("libparmetis not found")
+    return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+
+
+LOADERS = {"parmetis": _parmetis, "ptscotch": _scotch, "zoltan": _zoltan}
 
 
 def engine_problem(engine: str, comm) -> str | None:
@@ -91,6 +104,8 @@ def engine_parts(engine: str, group: Exchanging, config: PartitionerConfig, grap
         raise InputError(f"--preset {config.preset}: Zoltan's PHG takes no preset")
     weights = rank_vertex_weights(group, graph.a_hat, config.vertex_weight)
     try:
+        if engine == "parmetis":
+            return _parmetis_parts(group, graph, weights, nparts, config.epsilon, config.seed)
         if engine == "ptscotch":
             return _scotch_parts(group, graph, weights, nparts, config.epsilon, config.seed,
                                  config.preset or "default")
@@ -192,6 +207,48 @@ def _scotch_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
     return parts.astype(np.int64), {"partitioner": "ptscotch", "preset": preset}, {"ptscotch": version}
 
 
+# ---- ParMETIS -------------------------------------------------------------------------------------------------
+
+def _parmetis_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, nparts: int, epsilon: float,
+                    seed: int) -> tuple[np.ndarray, dict, dict]:
+    """``ParMETIS_V3_PartKway`` on the symmetrised pattern of Â without its diagonal, vertices weighted as the
+    single-process graph model weighs them."""
+    from mpi4py import MPI
+
+    lib = _parmetis()
+    idx = np.int32  # Debian's build: IDXTYPEWIDTH 32, REALTYPEWIDTH 32 (metis.h)
+    sym = symmetric_rows(group, graph)
+    if sum(group.allgather_object(int(sym.nnz))) > np.iinfo(idx).max or graph.n > np.iinfo(idx).max:
+        raise InputError("the graph has more than 2^31 - 1 vertices or edges for a 32-bit ParMETIS: use the "
+                         "64-bit PT-Scotch (--partitioner ptscotch) or Zoltan")
+    firsts = group.allgather_object(graph.first)
+    vtxdist = np.array([*firsts, graph.n], dtype=idx)
+    xadj = np.ascontiguousarray(sym.indptr, dtype=idx)
+    adjncy = np.ascontiguousarray(sym.indices, dtype=idx)
+    del sym
+    vwgt = np.ascontiguousarray(weights, dtype=idx)
+    tpwgts = np.full(nparts, 1.0 / nparts, dtype=np.float32)
+    ubvec = np.array([1.0 + epsilon], dtype=np.float32)
+    options = np.array([1, 0, seed % (2**31 - 1)], dtype=idx)  # use options: no debug output, this seed
+    scalars = {name: ctypes.c_int32(value) for name, value in
+               (("wgtflag", 2), ("numflag", 0), ("ncon", 1), ("nparts", nparts), ("edgecut", 0))}
+    parts = np.zeros(max(graph.rows, 1), dtype=idx)
+    handle = ctypes.c_void_p(MPI._addressof(group.comm))  # ParMETIS takes an MPI_Comm *
+
+    def pointer(values: np.ndarray) -> ctypes.c_void_p:
+        return values.ctypes.data_as(ctypes.c_void_p)
+
+    code = lib.ParMETIS_V3_PartKway(pointer(vtxdist), pointer(xadj), pointer(adjncy), pointer(vwgt), None,
+                                    ctypes.byref(scalars["wgtflag"]), ctypes.byref(scalars["numflag"]),
+                                    ctypes.byref(scalars["ncon"]), ctypes.byref(scalars["nparts"]),
+                                    pointer(tpwgts), pointer(ubvec), pointer(options),
+                                    ctypes.byref(scalars["edgecut"]), pointer(parts), handle)
+    _check(code, "ParMETIS_V3_PartKway", allowed=(1,))
+    soname = ctypes.util.find_library("parmetis") or ""  # libparmetis.so.4.0: the library records no version
+    return (parts[: graph.rows].astype(np.int64), {"partitioner": "parmetis"},
+            {"parmetis": soname.partition(".so.")[2] or "unknown"})
+
+
 # ---- Zoltan ----------------------------------------------------------------------------------------------------
 
 _ID = ctypes.c_uint
@@ -272,7 +329,8 @@ def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
                   "PHG_EDGE_SIZE_THRESHOLD": f"{_largest_net_fraction(group, graph):.9g}"}
         callbacks = {"Zoltan_Set_HG_Size_CS_Fn": _HG_SIZE(hg_size), "Zoltan_Set_HG_CS_Fn": _HG_CS(hg_cs)}
     else:
-        method = {"LB_METHOD": "GRAPH", "GRAPH_PACKAGE": "PHG", "CHECK_GRAPH": "0", "GRAPH_SYMMETRIZE": "NONE"}
+        method = {"LB_METHOD": "GRAPH", "GRAPH_PACKAGE": "PHG", "CHECK_GRAPH": "0", "GRAPH_SYMMETRIZE": "NONE",
+                  "PHG_EDGE_SIZE_THRESHOLD": f"{_largest_net_fraction(group, graph):.9g}"}
         callbacks = {"Zoltan_Set_Num_Edges_Multi_Fn": _NUM_EDGES(num_edges),
                      "Zoltan_Set_Edge_List_Multi_Fn": _EDGE_LIST(edge_list)}
     callbacks = {"Zoltan_Set_Num_Obj_Fn": _NUM_OBJ(num_obj), "Zoltan_Set_Obj_List_Fn": _OBJ_LIST(obj_list),

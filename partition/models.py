@@ -224,7 +224,7 @@ def _metis_parts(a_hat: sp.spmatrix, nparts: int, epsilon: float, seed: int, ver
 MODEL_PARTITIONERS = {"graph": GRAPH_PARTITIONERS, "hypergraph": HYPERGRAPH_PARTITIONERS,
                       "stochastic": HYPERGRAPH_PARTITIONERS}
 """The tools ``--partitioner`` may name for each model in one process; the other models run none."""
-DISTRIBUTED_SERVES = {"ptscotch": ("graph",), "zoltan": ("graph", "hypergraph")}
+DISTRIBUTED_SERVES = {"parmetis": ("graph",), "ptscotch": ("graph",), "zoltan": ("graph", "hypergraph")}
 """The models each distributed partitioner (``config.DISTRIBUTED_PARTITIONERS``) serves, on MPI ranks."""
 
 

@@ -50,8 +50,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     part.add_argument("--partitioner", **field_options(PartitionerConfig, "partitioner"),
                       help="tool for the model (hypergraph, stochastic: mtkahypar by default, or kahypar; graph: "
                            f"kaminpar from {KAMINPAR_MIN_NNZ:,} nonzeros of Â, metis below, unless named). Under "
-                           "mpiexec -n P: zoltan by default for both, or ptscotch (graph), which partition on the "
-                           "ranks")
+                           "mpiexec -n P: zoltan by default for both, or ptscotch or parmetis (graph), which "
+                           "partition on the ranks")
     part.add_argument("--preset", help="partitioner preset (mtkahypar: auto [default: quality + 5 V-cycles for "
                                        f"P <= {AUTO_VCYCLES_MAX_PARTS} on at most {AUTO_VCYCLES_MAX_PINS:,} "
                                        "nonzeros of Â, the tool's default otherwise], default, quality, quality_v3, "

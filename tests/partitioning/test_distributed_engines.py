@@ -1,4 +1,4 @@
-"""The distributed engines, really started: PT-Scotch and Zoltan (graph model), Zoltan PHG (hypergraph model)
+"""The distributed engines, really started: PT-Scotch, ParMETIS and Zoltan (graph model), Zoltan PHG (hypergraph model)
 linked into the ranks of an OpenMPI job (mpi4py built against the system's MPI, as docs/cluster.md installs it).
 
 Each engine's part vector is checked for balance and against the volume the project's own metric computes in
@@ -7,6 +7,7 @@ ranks cut from it must be byte for byte those one process cuts from the same par
 
 from __future__ import annotations
 
+import ctypes.util
 import filecmp
 import json
 import os
@@ -60,8 +61,10 @@ GRAPH_ARGS = ["--features", "4", "--classes", "3", "--seed", "1"]
 
 
 @pytest.mark.parametrize(("model", "engine", "ranks"), [("graph", "ptscotch", 3), ("graph", "zoltan", 2),
-                                                     ("hypergraph", "zoltan", 4)])
+                                                     ("graph", "parmetis", 2), ("hypergraph", "zoltan", 4)])
 def test_engine_partitions_on_the_ranks(tmp_path, communities, model, engine, ranks):
+    if engine == "parmetis" and ctypes.util.find_library("parmetis") is None:
+        pytest.skip("no ParMETIS (Debian non-free: apt-get install libparmetis-dev; .ci/run installs it)")
     out = tmp_path / "ranks"
     proc = run_on_site_mpi(["partition", communities, *GRAPH_ARGS, "--parts", str(ranks), "--model", model,
                             "--partitioner", engine, "--out", str(out)], ranks)
