@@ -137,3 +137,53 @@ def test_bad_input_late_in_the_file_is_one_error_line(tmp_path):
     assert proc.stderr.count("distgcn: error:") == 1, proc.stderr
     assert f"g.txt:{len(lines) - 2}:" in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]
+
+
+@pytest.mark.parametrize("when", ["reading", "writing"])
+def test_a_rank_killed_during_the_distributed_step_ends_the_job_and_the_next_run_finishes(tmp_path, when):
+    """SIGKILL to rank 1 while the ranks read the graph together, or once rank 0 has made the staging directory:
+    no rank outlives it, no partition directory appears, and what SIGKILL leaves (a staging directory, an
+    unlocked claim) is taken over by the next partition into the same place, which leaves only its result."""
+    import os
+    import signal
+    import time
+
+    from jobs import kill_group, start_job
+    from processes import alive, descendants, rank_pid
+
+    out = tmp_path / "out"
+    args = ["partition", "synthetic:rmat,scale=17,edge_factor=8,features=32,classes=4,seed=1", "--parts", "3",
+            "--model", "random", "--out", str(out), "--quiet"]
+    job = start_job(args, ranks=3)
+    try:
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None or (when == "writing" and not list(tmp_path.glob(".out.*/.distgcn-staging"))):
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, f"no rank 1 {when} within 120 s"
+            victim = victim or rank_pid(job.pid, 1)
+            time.sleep(0.01)
+        if when == "reading":
+            time.sleep(0.5)  # the ranks are past MPI_Init and into the graph
+            assert not list(tmp_path.glob(".out.*")), "already writing: make the graph larger"
+        ranks = descendants(job.pid)
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = job.communicate(timeout=60)
+    finally:
+        kill_group(job)
+    assert job.returncode != 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert not any(alive(pid) for pid in ranks)
+    assert not out.exists()
+    left = sorted(path.name for path in tmp_path.iterdir())
+    staging = [name for name in left if name != ".out.distgcn-lock"]
+    if when == "reading":
+        assert set(left) <= {".out.distgcn-lock"}, left  # nothing staged yet
+    else:
+        assert len(staging) == 1 and set(left) == {".out.distgcn-lock", *staging}, left
+
+    again = run_distgcn(args[:-1], ranks=3, timeout=120)
+    assert again.returncode == 0, again.stderr
+    for name in staging:
+        assert f"removed {tmp_path / name}: a staging directory left by an interrupted run" in again.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
