@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from ogb_files import write_ogb_binary
 
 from distgcn.comm.transport.inprocess import run_ranks
 from distgcn.data import load_graph, save_npz
@@ -73,35 +74,6 @@ def graphs(tmp_path: Path) -> dict[str, tuple[str, dict]]:
 FORMATS = ["edge list", "gzip edge list", "directory of edge lists", ".npz with training data", ".npz without",
            ".npz compressed", "ogb binary (compressed, directed)", "ogb binary (stored, directed, column-major edges)",
            "ogb binary (undirected, no training data)", "rmat, several chunks", "rmat undirected, unpermuted", "sbm (dealt)"]
-
-
-def write_ogb_binary(directory: Path, seed: int, n: int = 130, compressed: bool = True, column_major: bool = False,
-                     training: bool = True) -> Path:
-    """An OGB dataset in the binary variant (raw/data.npz, raw/node-label.npz, split/time/*.csv.gz), as the ogb
-    package writes it: unknown labels (NaN) and vertices without an edge included; ``training=False``: the
-    edges alone."""
-    rng = np.random.default_rng(seed)
-    edge_index = rng.integers(0, n - 5, size=(2, 700))  # the last 5 vertices have no edge
-    if column_major:
-        edge_index = np.asfortranarray(edge_index)
-    labels = rng.integers(0, 4, size=(n, 1)).astype(np.float32)
-    labels[rng.choice(n, 9, replace=False)] = np.nan
-    arrays = {"edge_index": edge_index, "num_nodes_list": np.array([n]), "num_edges_list": np.array([700]),
-              "node_year": np.full((n, 1), 2020)}
-    if training:
-        arrays["node_feat"] = rng.standard_normal((n, 6)).astype(np.float32)
-    save = np.savez_compressed if compressed else np.savez
-    (directory / "raw").mkdir(parents=True)
-    save(directory / "raw" / "data.npz", **arrays)
-    if not training:
-        return directory
-    save(directory / "raw" / "node-label.npz", node_label=labels)
-    order = rng.permutation(n)
-    for part, ids in zip(("train", "valid", "test"), np.split(order, [60, 90])):
-        (directory / "split" / "time").mkdir(parents=True, exist_ok=True)
-        (directory / "split" / "time" / f"{part}.csv.gz").write_bytes(
-            gzip.compress("".join(f"{v}\n" for v in np.sort(ids)).encode()))
-    return directory
 
 
 @pytest.mark.parametrize("symmetrize", [False, True], ids=["directed", "symmetrized"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import random_edge_file, run_distgcn
+from ogb_files import write_ogb_binary
 
 from distgcn.comm.transport.inprocess import run_ranks
 from distgcn.config import PartitionerConfig
@@ -62,6 +63,7 @@ CASES = {
                                                "contiguous", 4, "natural"),
     "directory of files, random, P=4": ("directory", {"features": 4, "classes": 3}, "random", 4, "rcm"),
     "npz, external, P=2": ("npz", {}, "external", 2, "rcm"),
+    "ogb binary (compressed), contiguous, P=3": ("ogb", {}, "contiguous", 3, "rcm"),
     "rmat, random, P=4": ("synthetic:rmat,scale=9,edge_factor=8,features=4,classes=3", {}, "random", 4, "rcm"),
     "one rank": ("edges", {"features": 4, "classes": 3}, "random", 1, "rcm"),
 }
@@ -73,7 +75,8 @@ def test_ranks_write_one_process_directory_byte_for_byte(tmp_path, monkeypatch, 
     monkeypatch.setattr(rank_rows, "TRANSIT_BYTES", transit_bytes)
     source, kw, model, ranks, vertex_order = CASES[case]
     spec = {"edges": lambda: random_edge_file(tmp_path / "g.txt", 240, 1100, seed=ranks),
-            "directory": lambda: edge_directory(tmp_path), "npz": lambda: npz_graph(tmp_path)}.get(
+            "directory": lambda: edge_directory(tmp_path), "npz": lambda: npz_graph(tmp_path),
+            "ogb": lambda: str(write_ogb_binary(tmp_path / "ogbn_arxiv", seed=5))}.get(
         source, lambda: source)()
     parts_file = None
     if model == "external":
@@ -148,8 +151,9 @@ def test_a_rank_killed_during_the_distributed_step_ends_the_job_and_the_next_run
     import signal
     import time
 
-    from jobs import kill_group, start_job
     from processes import alive, descendants, rank_pid
+
+    from jobs import kill_group, start_job
 
     out = tmp_path / "out"
     args = ["partition", "synthetic:rmat,scale=17,edge_factor=8,features=32,classes=4,seed=1", "--parts", "3",
