@@ -35,7 +35,37 @@ def mapped_copy(array: np.ndarray) -> np.ndarray:
         return np.asarray(np.load(path, mmap_mode="c"))  # the mapping outlives the file's name
 
 
-def _file_mapped(array: np.ndarray) -> bool:
+def spilled(array: np.ndarray) -> np.ndarray:
+    """``array`` as a file mapping (:func:`mapped_copy`), or as it is if it is one already or if ``TMPDIR``
+    cannot take it (it then stays in memory: more memory, the same values)."""
+    if file_mapped(array):
+        return array
+    try:
+        return mapped_copy(array)
+    except OSError:
+        return array
+
+
+def drop_pages(array: np.ndarray, lo: int, hi: int) -> None:
+    """Give back the pages that rows ``[lo, hi)`` of a file-mapped ``array`` hold in this process (the file keeps
+    their values: a later read maps them in again); nothing for an array in memory. Only whole pages inside the
+    rows are dropped."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if not isinstance(base, mmap.mmap) or hi <= lo or not array.flags.c_contiguous:
+        return
+    start = np.frombuffer(base, dtype=np.uint8).ctypes.data
+    row_bytes = array[:1].nbytes
+    first = array.ctypes.data - start + lo * row_bytes
+    last = first + (hi - lo) * row_bytes
+    first = -(-first // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = last // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        base.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def file_mapped(array: np.ndarray) -> bool:
     """Whether ``array``'s memory is a file mapping (its chain of bases ends in an mmap)."""
     base = array.base
     while isinstance(base, np.ndarray):
@@ -75,7 +105,7 @@ class Spill:
 
     def _moved(self, array: np.ndarray) -> np.ndarray:
         """``array`` mapped from a file, or itself (already mapped, or the file could not be written)."""
-        if _file_mapped(array):
+        if file_mapped(array):
             return array
         try:
             mapped = mapped_copy(array)

@@ -44,7 +44,7 @@ from distgcn.shard.directory import (
 from distgcn.shard.rank_rows import cut_from_rows
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import check_job, merged_metrics
-from distgcn.shard.spill import mapped_copy
+from distgcn.shard.spill import spilled
 from distgcn.shard.write import metrics_line, partitioner_config
 
 
@@ -118,7 +118,7 @@ def _read_and_partition(group: Group, options: GraphOptions, partitioning: Parti
         phase.finish(f"{graph.n} vertices, {sum(t[1] for t in totals)} nonzeros in Â, {graph.rows} rows read here")
     with progress.phase(f"partitioning ({partitioning.model}, P={nparts}, on the ranks)") as phase:
         if (partitioning.model or "").lower() in ENGINES:  # the engine builds its own graph: the features wait
-            graph.features = mapped_copy(graph.features)  # in the page cache, not in this process
+            graph.features = spilled(graph.features)  # in the page cache, not in this process
         parts, info = agree(group, lambda: parts_on_ranks(group, partitioning, graph, nparts))
         phase.finish(f"the partitioner took {info['partition_s']:.2f}s")
     return graph, parts, info, totals

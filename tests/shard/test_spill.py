@@ -23,7 +23,7 @@ from distgcn.config import PartitionerConfig
 from distgcn.data.prepare import GraphOptions
 from distgcn.runtime.progress import VERBOSE, Progress
 from distgcn.shard.cut import GraphData
-from distgcn.shard.spill import Spill, _file_mapped
+from distgcn.shard.spill import Spill, file_mapped
 
 GRAPH = "synthetic:sbm,n=300,avg_degree=6"
 
@@ -43,7 +43,7 @@ def test_entering_moves_every_array_to_a_file_mapping_with_its_values(tmp_path, 
     assert [ref() is None for ref in before] == [False] * 3 + [True] * len(data.arrays)
     with spill():
         assert [ref() for ref in before] == [None] * len(before)  # nothing held the old arrays
-        assert all(_file_mapped(a) for a in (a_hat.data, a_hat.indices, a_hat.indptr, *data.arrays.values()))
+        assert all(file_mapped(a) for a in (a_hat.data, a_hat.indices, a_hat.indptr, *data.arrays.values()))
         assert list(tmp_path.iterdir()) == []  # the files are unlinked at once; the mappings still read them
     assert spill.error is None and spill.moved_bytes == sum(a.nbytes for a in expected.values()) + sum(
         a.nbytes for a in (expected_a_hat.data, expected_a_hat.indices, expected_a_hat.indptr))
@@ -126,5 +126,44 @@ def test_partitioning_with_the_arrays_spilled_gives_a_valid_partition(partitione
     expected = a_hat.copy()
     spill = Spill(data, a_hat)
     parts = hg.hypergraph_parts(a_hat, 2, partitioner=partitioner, while_tool_runs=spill)
-    assert spill.moved_bytes > 0 and _file_mapped(a_hat.indices)
+    assert spill.moved_bytes > 0 and file_mapped(a_hat.indices)
     assert parts.shape == (300,) and set(parts.tolist()) == {0, 1} and (a_hat != expected).nnz == 0
+
+
+def _resident_kib(array: np.ndarray) -> int:
+    """The kibibytes this process holds of the mapping ``array`` lies in (/proc/self/smaps' Rss)."""
+    address = array.ctypes.data
+    lines = open("/proc/self/smaps").read().splitlines()
+    for k, line in enumerate(lines):
+        span = line.split()[0]
+        if "-" in span and all(c in "0123456789abcdef-" for c in span):
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= address < hi:
+                rss = next(entry for entry in lines[k + 1:] if entry.startswith("Rss:"))
+                return int(rss.split()[1])
+    raise AssertionError("no mapping holds the array")
+
+
+def test_dropped_rows_of_a_spilled_array_leave_the_process_and_read_back_the_same(tmp_path, monkeypatch):
+    """What the shards' feature exchange relies on (distgcn/shard/rank_rows.py: features_to_owners)."""
+    from distgcn.shard.spill import drop_pages, spilled
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    values = np.random.default_rng(0).standard_normal((4096, 1024)).astype(np.float32)  # 16 MiB
+    mapped = spilled(values)
+    assert file_mapped(mapped) and spilled(mapped) is mapped
+    assert _resident_kib(mapped) < 1024  # nothing read yet
+    assert np.array_equal(mapped, values)
+    assert _resident_kib(mapped) >= 16 * 1024
+    drop_pages(mapped, 0, 2048)
+    assert 8 * 1024 <= _resident_kib(mapped) <= 8 * 1024 + 8  # the first half's pages went back
+    drop_pages(values, 0, 4096)  # an array in memory: nothing to give back, nothing changes
+    assert np.array_equal(mapped, values)  # read back from the file
+
+
+def test_a_tmpdir_that_cannot_take_the_array_leaves_it_in_memory(tmp_path, monkeypatch):
+    from distgcn.shard.spill import spilled
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    values = np.arange(12.0).reshape(3, 4)
+    assert spilled(values) is values
