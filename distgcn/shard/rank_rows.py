@@ -210,6 +210,9 @@ def cut_from_rows(group: Exchanging, graph: RankGraph, parts: np.ndarray, identi
     position = np.empty(local.shape[0], dtype=np.int64)
     position[local] = np.arange(local.shape[0])
     del local
-    vertex["features"] = features_to_owners(group, graph, parts, position)
-    del position
-    return assemble_shard(rank, identity, owned, OwnedRows(block, **vertex), plan, local_column), counts
+    # the shard is assembled first and the cut's arrays dropped; then the features arrive into it
+    arriving = np.empty((0, *graph.features.shape[1:]), dtype=graph.features.dtype)
+    shard = assemble_shard(rank, identity, owned, OwnedRows(block, features=arriving, **vertex), plan, local_column)
+    del block, vertex, plan, local_column, owned
+    shard.features = features_to_owners(group, graph, parts, position)
+    return shard, counts

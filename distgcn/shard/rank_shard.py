@@ -82,8 +82,8 @@ class Shard:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, sp.csr_matrix):
-                out[f"{f.name}.indptr"] = value.indptr.astype(np.int64)
-                out[f"{f.name}.indices"] = value.indices.astype(np.int64)
+                out[f"{f.name}.indptr"] = value.indptr.astype(np.int64, copy=False)
+                out[f"{f.name}.indices"] = value.indices.astype(np.int64, copy=False)
                 out[f"{f.name}.data"] = value.data
                 out[f"{f.name}.shape"] = np.array(value.shape, dtype=np.int64)
             elif isinstance(value, np.ndarray):
@@ -162,5 +162,5 @@ def _checksum(arrays: dict[str, np.ndarray]) -> str:
         h.update(key.encode())
         h.update(str(value.dtype).encode())
         h.update(str(value.shape).encode())
-        h.update(value.tobytes())
+        h.update(value.reshape(-1).view(np.uint8))  # its bytes, read in place (tobytes would copy them)
     return h.hexdigest()
