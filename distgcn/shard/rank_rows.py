@@ -31,6 +31,9 @@ from distgcn.shard.spill import drop_pages, spilled
 
 TRANSIT_BYTES = 1 << 26
 """About how much of one piece of rows travels in one message (it is held pickled and unpickled at both ends)."""
+FEATURE_TRANSIT_BYTES = 1 << 24
+"""About how many bytes of features a rank receives in one round: they arrive beside the part's features, at
+the cut's peak (:func:`features_to_owners`)."""
 
 
 def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
@@ -112,7 +115,7 @@ def features_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray, p
     came = np.array(group.allgather_object(np.bincount(mine_read, minlength=size)))[:, rank]
     filled = np.concatenate([[0], np.cumsum(came)[:-1]]).astype(np.int64)
     out = np.empty((len(position), *features.shape[1:]), dtype=features.dtype)
-    chunk = max(1, int(TRANSIT_BYTES // (size * max(features[:1].nbytes, 1))))  # a peer receives P chunks' worth
+    chunk = max(1, int(FEATURE_TRANSIT_BYTES // (size * max(features[:1].nbytes, 1))))  # P chunks' worth arrive
     rounds = max(group.allgather_object(-(-graph.rows // chunk)))
     for k in range(rounds):
         lo, hi = min(k * chunk, graph.rows), min((k + 1) * chunk, graph.rows)

@@ -46,6 +46,13 @@ def spilled(array: np.ndarray) -> np.ndarray:
         return array
 
 
+def spill_matrix(matrix: sp.csr_matrix) -> None:
+    """Move a CSR matrix's arrays to file mappings in place (:func:`spilled`: each stays in memory if ``TMPDIR``
+    cannot take it)."""
+    for name in _CSR_ARRAYS:
+        setattr(matrix, name, spilled(getattr(matrix, name)))
+
+
 def drop_pages(array: np.ndarray, lo: int, hi: int) -> None:
     """Give back the pages that rows ``[lo, hi)`` of a file-mapped ``array`` hold in this process (the file keeps
     their values: a later read maps them in again); nothing for an array in memory. Only whole pages inside the
