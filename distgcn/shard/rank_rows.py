@@ -27,7 +27,7 @@ from distgcn.data.distributed.ids import Exchanging
 from distgcn.shard.cut import OwnedRows, Plan, ShardIdentity, assemble_shard, part_order
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import RankCounts, _remote_pairs
-from distgcn.shard.spill import drop_pages, spilled
+from distgcn.shard.spill import drop_pages, return_freed_heap, spilled
 
 TRANSIT_BYTES = 1 << 26
 """About how much of one piece of rows travels in one message (it is held pickled and unpickled at both ends)."""
@@ -217,5 +217,6 @@ def cut_from_rows(group: Exchanging, graph: RankGraph, parts: np.ndarray, identi
     arriving = np.empty((0, *graph.features.shape[1:]), dtype=graph.features.dtype)
     shard = assemble_shard(rank, identity, owned, OwnedRows(block, features=arriving, **vertex), plan, local_column)
     del block, vertex, plan, local_column, owned
+    return_freed_heap()  # the cut's temporaries, before the part's features arrive
     shard.features = features_to_owners(group, graph, parts, position)
     return shard, counts

@@ -12,6 +12,7 @@ page back later costs a page-cache copy: seconds per GB, against minutes of part
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import mmap
 import tempfile
 from collections.abc import Iterator
@@ -51,6 +52,15 @@ def spill_matrix(matrix: sp.csr_matrix) -> None:
     cannot take it)."""
     for name in _CSR_ARRAYS:
         setattr(matrix, name, spilled(getattr(matrix, name)))
+
+
+def return_freed_heap() -> None:
+    """glibc's ``malloc_trim``: memory this process has freed goes back to the system (else it stays in the
+    resident set, where the next step's peak would stand on it); nothing where the C library has none."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def drop_pages(array: np.ndarray, lo: int, hi: int) -> None:

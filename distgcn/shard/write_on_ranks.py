@@ -44,7 +44,7 @@ from distgcn.shard.directory import (
 from distgcn.shard.rank_rows import cut_from_rows
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import check_job, merged_metrics
-from distgcn.shard.spill import spilled
+from distgcn.shard.spill import return_freed_heap, spilled
 from distgcn.shard.write import metrics_line, partitioner_config
 
 
@@ -114,6 +114,7 @@ def _read_and_partition(group: Group, options: GraphOptions, partitioning: Parti
     (nonzeros of A, of Â) read."""
     with progress.phase(f"reading {options.spec} on {group.size} ranks") as phase:
         graph = agree(group, lambda: load_rank_graph(group, options))
+        return_freed_heap()  # reading's temporaries, before the partitioner's
         totals = group.allgather_object((graph.edges, int(graph.a_hat.nnz)))
         phase.finish(f"{graph.n} vertices, {sum(t[1] for t in totals)} nonzeros in Â, {graph.rows} rows read here")
     with progress.phase(f"partitioning ({partitioning.model}, P={nparts}, on the ranks)") as phase:
