@@ -56,6 +56,20 @@ def cgroups(count: int, cap_bytes: int) -> list[Path]:
     return groups
 
 
+def remove_cgroup(group: Path, wait_s: float = 30) -> None:
+    """Remove a benchmark's cgroup once the processes of a killed run have left it (they take a moment)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            group.rmdir()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                print(f"benchmark: could not remove {group} ({exc}); remove it by hand", file=sys.stderr)
+                return
+            time.sleep(0.2)
+
+
 def wrapper(directory: Path, groups: list[Path] | None) -> Path:
     """A script that puts this process in its rank's cgroup (if any), then runs the command under time."""
     script = directory / "rank.sh"
@@ -122,7 +136,7 @@ def main() -> None:
                     shutil.rmtree(out, ignore_errors=True)
         finally:
             for group in groups or []:
-                group.rmdir()
+                remove_cgroup(group)
     report = {"command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "graph": args.graph,
               "graph_args": args.graph_args, "parts": args.parts, "cap_gib": args.cap_gib,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
