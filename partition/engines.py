@@ -37,6 +37,7 @@ from distgcn.data.adjacency import sorted_unique
 from distgcn.data.distributed.graph import RankGraph
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.errors import InputError
+from distgcn.shard.spill import return_freed_heap, spill_matrix
 
 LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
 INSTALL = {"parmetis": "ParMETIS (Debian non-free: apt-get install libparmetis-dev)",
@@ -112,16 +113,7 @@ def engine_parts(engine: str, group: Exchanging, config: PartitionerConfig, grap
         return _zoltan_parts(group, graph, weights, nparts, config.epsilon, config.seed,
                              (config.model or "").lower())
     finally:
-        _return_freed_memory()
-
-
-def _return_freed_memory() -> None:
-    """glibc's malloc_trim: the engine's freed heap goes back to the system before the shards are cut (else it
-    stays in this process's resident set, where the next step's peak would stand on it)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+        return_freed_heap()  # the engine's, before the shards are cut
 
 
 def rank_vertex_weights(group: Exchanging, a_hat: sp.csr_matrix, scheme: str) -> np.ndarray:
@@ -295,6 +287,7 @@ def _zoltan_parts(group: Exchanging, graph: RankGraph, weights: np.ndarray, npar
         else np.zeros(0, dtype=np.int32)
     count = int(matrix.nnz)
     del matrix
+    spill_matrix(graph.a_hat)  # Zoltan reads the arrays above: Â waits in the page cache until the cut
 
     def num_obj(_data, error):
         error[0] = 0
