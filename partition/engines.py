@@ -37,7 +37,7 @@ from distgcn.data.adjacency import sorted_unique
 from distgcn.data.distributed.graph import RankGraph
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.errors import InputError
-from distgcn.shard.spill import return_freed_heap, spill_matrix
+from distgcn.io.page_cache import return_freed_heap, spill_matrix
 
 LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
 INSTALL = {"parmetis": "ParMETIS (Debian non-free: apt-get install libparmetis-dev)",

@@ -24,10 +24,10 @@ import scipy.sparse as sp
 from distgcn.data.adjacency import sorted_unique
 from distgcn.data.distributed.graph import VERTEX_ARRAYS, RankGraph
 from distgcn.data.distributed.ids import Exchanging
+from distgcn.io.page_cache import drop_pages, return_freed_heap, spilled
 from distgcn.shard.cut import OwnedRows, Plan, ShardIdentity, assemble_shard, part_order
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import RankCounts, _remote_pairs
-from distgcn.shard.spill import drop_pages, return_freed_heap, spilled
 
 TRANSIT_BYTES = 1 << 26
 """About how much of one piece of rows travels in one message (it is held pickled and unpickled at both ends)."""
@@ -107,7 +107,7 @@ def features_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray, p
     The features travel last, into the array the shard keeps, in its final row order: a rank never holds its
     part's features twice, nor beside the temporaries of the cut. The sender reads its rows in order, a chunk a
     round, every rank sending each peer that chunk's rows of its part at once; a chunk's pages are returned to
-    the page cache once sent (:func:`distgcn.shard.spill.drop_pages`: the features are a file mapping by then),
+    the page cache once sent (:func:`distgcn.io.page_cache.drop_pages`: the features are a file mapping by then),
     so a rank holds what it receives and a chunk in transit, never its share.
     """
     features, rank, size = graph.features, group.rank, group.size

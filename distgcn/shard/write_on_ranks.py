@@ -25,6 +25,7 @@ from distgcn.config import VERTEX_ORDER, PartitionerConfig
 from distgcn.data.distributed.graph import RankGraph, num_classes
 from distgcn.data.distributed.load import load_rank_graph
 from distgcn.data.prepare import GraphOptions
+from distgcn.io.page_cache import return_freed_heap, spilled
 from distgcn.partitioning.on_ranks import ENGINES, parts_on_ranks
 from distgcn.runtime.faults import inject_shard_fault
 from distgcn.runtime.progress import Progress
@@ -44,7 +45,6 @@ from distgcn.shard.directory import (
 from distgcn.shard.rank_rows import cut_from_rows
 from distgcn.shard.rank_shard import Shard
 from distgcn.shard.rank_shards import check_job, merged_metrics
-from distgcn.shard.spill import return_freed_heap, spilled
 from distgcn.shard.write import metrics_line, partitioner_config
 
 

@@ -21,9 +21,10 @@ import distgcn.partitioning.hypergraph as hg
 import distgcn.shard.write as precompute
 from distgcn.config import PartitionerConfig
 from distgcn.data.prepare import GraphOptions
+from distgcn.io.page_cache import file_mapped
 from distgcn.runtime.progress import VERBOSE, Progress
 from distgcn.shard.cut import GraphData
-from distgcn.shard.spill import Spill, file_mapped
+from distgcn.shard.spill import Spill
 
 GRAPH = "synthetic:sbm,n=300,avg_degree=6"
 
@@ -146,7 +147,7 @@ def _resident_kib(array: np.ndarray) -> int:
 
 def test_dropped_rows_of_a_spilled_array_leave_the_process_and_read_back_the_same(tmp_path, monkeypatch):
     """What the shards' feature exchange relies on (distgcn/shard/rank_rows.py: features_to_owners)."""
-    from distgcn.shard.spill import drop_pages, spilled
+    from distgcn.io.page_cache import drop_pages, spilled
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     values = np.random.default_rng(0).standard_normal((4096, 1024)).astype(np.float32)  # 16 MiB
@@ -162,7 +163,7 @@ def test_dropped_rows_of_a_spilled_array_leave_the_process_and_read_back_the_sam
 
 
 def test_a_tmpdir_that_cannot_take_the_array_leaves_it_in_memory(tmp_path, monkeypatch):
-    from distgcn.shard.spill import spilled
+    from distgcn.io.page_cache import spilled
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
     values = np.arange(12.0).reshape(3, 4)

@@ -28,7 +28,13 @@ from distgcn.data.distributed.graph import (
     require_edges_on_ranks,
 )
 from distgcn.data.distributed.ids import Exchanging
-from distgcn.data.distributed.npz_slices import Member, declared, members, read_elements, read_slice
+from distgcn.data.distributed.npz_slices import (
+    Member,
+    declared,
+    members,
+    read_elements,
+    read_slice,
+)
 from distgcn.data.features import check_feature_matrix
 from distgcn.errors import InputError
 from distgcn.io.limits import check_declared_size
