@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from distgcn.cli.options import (
@@ -129,9 +128,7 @@ def _run_on_ranks(model: ModelConfig, args: argparse.Namespace, out: Path) -> in
             return _finish(out, record)
         return 0
     except CollectiveInputError as exc:
-        if exc.printed_here:
-            print(f"distgcn: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.report()
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(group, exc)
 

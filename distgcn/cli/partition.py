@@ -159,9 +159,7 @@ def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) ->
             write(group, options, config.out, config.parts, config.partitioning, force=config.force,
                   quiet=config.quiet, verbose=config.verbose, vertex_order=config.vertex_order)
     except CollectiveInputError as exc:
-        if exc.printed_here:
-            print(f"distgcn: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.report()
     except RankFailed:  # the failing rank printed its traceback
         return 1
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
@@ -169,9 +167,7 @@ def _run_on_ranks(args: argparse.Namespace, config: PartitionConfig, options) ->
     try:
         _print_stats(args, group)
     except CollectiveInputError as exc:
-        if exc.printed_here:
-            print(f"distgcn: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.report()
     return 0
 
 

@@ -7,7 +7,6 @@ ranks the outputs are the training process's own, bit for bit (docs/user-guide.m
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from distgcn.cli.options import (
@@ -99,9 +98,7 @@ def run(args: argparse.Namespace) -> int:
         set_threads(config.compute.threads or default_threads(transport.ranks_on_this_node()))
         code = _predict(config, transport, args.field_name)
     except CollectiveInputError as exc:
-        if exc.printed_here:
-            print(f"distgcn: error: {exc}", file=sys.stderr)
-        code = 2
+        code = exc.report()
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(transport, exc)
         return 1

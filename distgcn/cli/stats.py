@@ -123,8 +123,6 @@ def _ranks():
 def _run_on_ranks(args: argparse.Namespace, options: ModelConfig, group) -> int:
     """Each rank verifies and measures every P-th shard of each directory; rank 0 prints; all exit with one
     status. A prediction (``--predict``, ``--predict-time``) reads no shard: rank 0 makes it alone."""
-    import sys
-
     from distgcn.cli.stats_tables import print_comparison, print_stats
     from distgcn.comm.collective import CollectiveInputError, abort_on_unexpected, agree
     from distgcn.runtime import signals
@@ -138,9 +136,7 @@ def _run_on_ranks(args: argparse.Namespace, options: ModelConfig, group) -> int:
         else:
             print_comparison(args.partition_dirs, as_json=args.json, options=options, group=group)
     except CollectiveInputError as exc:
-        if exc.printed_here:
-            print(f"distgcn: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.report()
     except Exception as exc:  # noqa: BLE001 - any other failure must take every rank down
         abort_on_unexpected(group, exc)
     return 0

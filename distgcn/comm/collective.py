@@ -41,6 +41,12 @@ class CollectiveInputError(Exception):
         super().__init__(message)
         self.printed_here = printed_here
 
+    def report(self) -> int:
+        """Print the error on the rank that found it (one line for the job) and give the exit status, 2."""
+        if self.printed_here:
+            print(f"distgcn: error: {self}", file=sys.stderr)
+        return 2
+
 
 def agree(transport: Group, step: Callable[[], T]) -> T:
     """Run ``step`` on every rank; if any rank raises InputError (or an error of the environment that

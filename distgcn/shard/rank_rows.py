@@ -34,6 +34,8 @@ TRANSIT_BYTES = 1 << 26
 FEATURE_TRANSIT_BYTES = 1 << 24
 """About how many bytes of features a rank receives in one round: they arrive beside the part's features, at
 the cut's peak (:func:`features_to_owners`)."""
+ROW_ARRAYS = tuple(name for name in VERTEX_ARRAYS if name != "features")
+"""What travels with the rows of Â; the features travel by themselves (:func:`features_to_owners`)."""
 
 
 def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix, dict]:
@@ -41,15 +43,19 @@ def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tu
     that read them; collective. ``graph``'s rows of Â, labels and masks are released here; its features stay,
     for :func:`features_to_owners` once the shard's row order is known.
 
-    A rank's rows are first split by destination; then the pieces go one peer a round (:func:`_route`), each
-    piece dropped once sent and copied into arrays allocated for what will arrive: a rank holds its share once,
-    what it receives once, and a message's worth in transit.
+    A rank's rows are first split by destination; then the pieces go one peer a round (rank r sends to r + k
+    and receives from r - k in round k), a few rows at a time (:data:`TRANSIT_BYTES`), each piece dropped once
+    sent and copied into arrays allocated for what will arrive: a rank holds its share once, what it receives
+    once, and a message's worth in transit.
     """
-    order, bounds = _by_destination(group.size, graph, parts)
+    rank, size = group.rank, group.size
+    mine_read = parts[graph.first : graph.first + graph.rows]
+    order = np.argsort(mine_read, kind="stable")  # grouped by destination, ascending ids within one
+    bounds = np.searchsorted(mine_read[order], np.arange(size + 1))
     row_bytes = (graph.a_hat.nnz * 16 / max(graph.rows, 1)) + sum(
         getattr(graph, name)[:1].nbytes for name in ROW_ARRAYS) + 16
     pieces: list[dict | None] = []
-    for dest in range(group.size):
+    for dest in range(size):
         rows = order[bounds[dest] : bounds[dest + 1]]
         block = graph.a_hat[rows]
         pieces.append({"ids": rows + graph.first, "lengths": np.diff(block.indptr), "indices": block.indices,
@@ -58,41 +64,33 @@ def rows_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray) -> tu
     for name in ROW_ARRAYS:
         setattr(graph, name, None)
     del order
+    per_message = max(1, int(TRANSIT_BYTES // max(max(group.allgather_object(row_bytes)), 1)))
     counts = group.allgather_object([(len(piece["ids"]), len(piece["indices"])) for piece in pieces])
-    came = [counts[source][group.rank] for source in range(group.size)]
+    came = [counts[source][rank] for source in range(size)]
     row_at = np.concatenate([[0], np.cumsum([c[0] for c in came])]).astype(np.int64)
     nnz_at = np.concatenate([[0], np.cumsum([c[1] for c in came])]).astype(np.int64)
-    sample = pieces[group.rank]
-    arrived = {name: np.empty((int(nnz_at[-1] if name in ENTRY_ARRAYS else row_at[-1]), *sample[name].shape[1:]),
-                              dtype=sample[name].dtype) for name in sample}
-    nothing = {name: np.empty((0, *values.shape[1:]), dtype=values.dtype) for name, values in sample.items()}
-    del sample  # the pieces are dropped as they are sent
-    starts: list[np.ndarray | None] = [None] * group.size
-
-    def take(dest: int, first: int, stop: int) -> dict:
-        piece = pieces[dest]
-        if piece is None:  # sent whole in an earlier message of this round
-            return nothing
-        if starts[dest] is None:
-            starts[dest] = np.concatenate([[0], np.cumsum(piece["lengths"])])
-        at = starts[dest]
-        message = {name: values[at[first] : at[stop]] if name in ENTRY_ARRAYS else values[first:stop]
-                   for name, values in piece.items()}
-        if stop == len(piece["ids"]):
-            pieces[dest] = starts[dest] = None  # sent: dropped
-        return message
-
-    filled = {"rows": row_at[:-1].copy(), "entries": nnz_at[:-1].copy()}
-
-    def place(source: int, message: dict) -> None:
-        rows_in, entries_in = len(message["ids"]), len(message["indices"])
-        for name, values in message.items():
-            at = int(filled["entries" if name in ENTRY_ARRAYS else "rows"][source])
-            arrived[name][at : at + len(values)] = values
-        filled["rows"][source] += rows_in
-        filled["entries"][source] += entries_in
-
-    _route(group, [c[0] for c in counts[group.rank]], counts, row_bytes, take, place)
+    arrived = {name: np.empty((int(nnz_at[-1] if name in ("indices", "data") else row_at[-1]), *values.shape[1:]),
+                              dtype=values.dtype) for name, values in pieces[rank].items()}
+    for shift in range(size):
+        dest, source = (rank + shift) % size, (rank - shift) % size
+        messages = max(-(-counts[r][(r + shift) % size][0] // per_message) for r in range(size))
+        piece, pieces[dest] = pieces[dest], None
+        starts = np.concatenate([[0], np.cumsum(piece["lengths"])])
+        row_in, nnz_in = int(row_at[source]), int(nnz_at[source])
+        for k in range(messages):
+            first, stop = min(k * per_message, len(piece["ids"])), min((k + 1) * per_message, len(piece["ids"]))
+            outgoing: list[dict | None] = [None] * size
+            outgoing[dest] = {name: values[starts[first] : starts[stop]] if name in ("indices", "data")
+                              else values[first:stop] for name, values in piece.items()}
+            message = group.alltoall_object(outgoing)[source]
+            del outgoing
+            rows_in, entries_in = len(message["ids"]), len(message["indices"])
+            for name, values in message.items():
+                at = nnz_in if name in ("indices", "data") else row_in
+                arrived[name][at : at + len(values)] = values
+            row_in, nnz_in = row_in + rows_in, nnz_in + entries_in
+            del message
+        del piece
     indptr = np.concatenate([[0], np.cumsum(arrived.pop("lengths"))]).astype(np.int64)
     block = sp.csr_matrix((arrived.pop("data"), arrived.pop("indices"), indptr),
                           shape=(int(row_at[-1]), graph.n))
@@ -131,40 +129,6 @@ def features_to_owners(group: Exchanging, graph: RankGraph, parts: np.ndarray, p
         del received
     graph.features = None
     return out
-
-
-ROW_ARRAYS = tuple(name for name in VERTEX_ARRAYS if name != "features")
-"""What travels with the rows of Â; the features travel by themselves (:func:`features_to_owners`)."""
-ENTRY_ARRAYS = ("indices", "data")
-"""The arrays of a piece of rows with one entry per nonzero (the others have one per row)."""
-
-
-def _by_destination(size: int, graph: RankGraph, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(this rank's rows grouped by the rank of their part, ascending ids within one; where each group starts)."""
-    mine_read = parts[graph.first : graph.first + graph.rows]
-    order = np.argsort(mine_read, kind="stable")
-    return order, np.searchsorted(mine_read[order], np.arange(size + 1))
-
-
-def _route(group: Exchanging, sending: list[int], counts: list[list[tuple[int, int]]], row_bytes: float,
-           take, place) -> None:
-    """Move every rank's pieces of rows to their destinations, one peer a round (rank r sends to r + k and
-    receives from r - k in round k), :data:`TRANSIT_BYTES` at a time: ``take(dest, first, stop)`` gives rows
-    ``[first, stop)`` of the piece for ``dest`` (``sending[dest]`` rows), ``place(source, message)`` keeps what
-    arrived from ``source``. ``counts[r][d]`` is (rows, entries) rank r sends rank d; collective."""
-    rank, size = group.rank, group.size
-    per_message = max(1, int(TRANSIT_BYTES // max(max(group.allgather_object(row_bytes)), 1)))
-    for shift in range(size):
-        dest, source = (rank + shift) % size, (rank - shift) % size
-        messages = max(-(-counts[r][(r + shift) % size][0] // per_message) for r in range(size))
-        for k in range(messages):
-            first, stop = min(k * per_message, sending[dest]), min((k + 1) * per_message, sending[dest])
-            outgoing: list[dict | None] = [None] * size
-            outgoing[dest] = take(dest, first, stop)
-            message = group.alltoall_object(outgoing)[source]
-            del outgoing
-            place(source, message)
-            del message
 
 
 def cut_from_rows(group: Exchanging, graph: RankGraph, parts: np.ndarray, identity: ShardIdentity,

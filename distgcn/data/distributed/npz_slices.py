@@ -129,7 +129,7 @@ _READ_BYTES = 1 << 24
 
 def npz_on_ranks(group: Exchanging, path: Path, *, symmetrize: bool = False) -> RankGraph:
     """This rank's share of the graph in ``path``: A's rows and the vertex arrays of ``[n·r/P, n·(r+1)/P)``."""
-    arrays = guarded(group, lambda: _checked_members(path))
+    arrays = guarded(group, lambda: checked_members(path, _REQUIRED))
     shape = read_slice(path, arrays["adj_shape"], 0, arrays["adj_shape"].shape[0])
     n = _check_shape(shape, path)
     firsts = contiguous_ranges(n, group.size)
@@ -174,20 +174,23 @@ def npz_on_ranks(group: Exchanging, path: Path, *, symmetrize: bool = False) -> 
     return graph
 
 
-def _checked_members(path: Path) -> dict[str, Member]:
+def checked_members(path: Path, required: tuple[str, ...]) -> dict[str, Member]:
+    """:func:`members` of an archive whose headers are checked against the bytes it holds, with ``required``
+    among them; an InputError naming ``path`` otherwise."""
     try:
         arrays = members(path)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as e:
         raise InputError(f"not a readable .npz archive ({' '.join(str(e).split())})", path=path) from None
-    assert arrays is not None, "split_format reads only archives whose arrays are stored"
+    if arrays is None:
+        raise InputError("not an archive of .npy arrays", path=path)
     for name, member in arrays.items():
         nbytes = int(np.prod(member.shape, dtype=object)) * member.dtype.itemsize
         if nbytes > member.stored:
             raise InputError(f"array {name} declares shape {member.shape} ({nbytes} bytes) but the archive holds "
                              f"{member.stored} bytes for it", path=path)
-    missing = [key for key in _REQUIRED if key not in arrays]
+    missing = [key for key in required if key not in arrays]
     if missing:
-        raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(_REQUIRED)})", path=path)
+        raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(required)})", path=path)
     return arrays
 
 

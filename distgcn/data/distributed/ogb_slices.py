@@ -30,6 +30,7 @@ from distgcn.data.distributed.graph import (
 from distgcn.data.distributed.ids import Exchanging
 from distgcn.data.distributed.npz_slices import (
     Member,
+    checked_members,
     declared,
     members,
     read_elements,
@@ -57,7 +58,7 @@ def ogb_on_ranks(group: Exchanging, directory: Path, *, symmetrize: bool = False
     name = ogb.dataset_name(directory)
     raw = directory / "raw"
     path = raw / "data.npz"
-    arrays = guarded(group, lambda: _members(path, ("edge_index", "num_nodes_list")))
+    arrays = guarded(group, lambda: checked_members(path, ("edge_index", "num_nodes_list")))
     edge_index = arrays["edge_index"]
     if len(edge_index.shape) != 2 or edge_index.shape[0] != 2 or not np.issubdtype(edge_index.dtype, np.integer):
         raise InputError(f"edge_index must be an integer [2, E] array, found {edge_index.dtype} {edge_index.shape}",
@@ -94,24 +95,6 @@ def ogb_on_ranks(group: Exchanging, directory: Path, *, symmetrize: bool = False
     return graph
 
 
-def _members(path: Path, required: tuple[str, ...]) -> dict[str, Member]:
-    try:
-        arrays = members(path)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as e:
-        raise InputError(f"not a readable .npz archive ({' '.join(str(e).split())})", path=path) from None
-    if arrays is None:
-        raise InputError("not an archive of .npy arrays", path=path)
-    for key, member in arrays.items():
-        nbytes = int(np.prod(member.shape, dtype=object)) * member.dtype.itemsize
-        if nbytes > member.stored:
-            raise InputError(f"array {key} declares shape {member.shape} ({nbytes} bytes) but the archive holds "
-                             f"{member.stored} bytes for it", path=path)
-    missing = [key for key in required if key not in arrays]
-    if missing:
-        raise InputError(f"missing arrays {', '.join(missing)} (expected {', '.join(required)})", path=path)
-    return arrays
-
-
 def _count(path: Path, member: Member, key: str) -> int:
     count = int(np.prod(member.shape, dtype=object))
     values = read_elements(path, member, 0, min(count, 4)) if count else np.zeros(0, dtype=member.dtype)
@@ -140,7 +123,7 @@ def _bad_id(pairs: np.ndarray, n: int, path: Path, *, first: int) -> str | None:
 
 def _labels(group: Exchanging, path: Path, n: int, lo: int, hi: int) -> np.ndarray:
     """This rank's labels from node-label.npz (-1 where NaN), checked as one process checks all of them."""
-    member = guarded(group, lambda: _members(path, ("node_label",)))["node_label"]
+    member = guarded(group, lambda: checked_members(path, ("node_label",)))["node_label"]
     shape = member.shape if len(member.shape) != 1 else (member.shape[0], 1)
     if len(shape) != 2 or not (np.issubdtype(member.dtype, np.integer) or np.issubdtype(member.dtype, np.floating)):
         raise InputError(f"node_label must be a numeric [n, 1] array of real numbers, found {member.dtype} "
